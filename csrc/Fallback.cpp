@@ -1,0 +1,292 @@
+// The boxed fallback: any ATen op without a dedicated neuron kernel runs on
+// its host (CPU) kernel, zero-copy.
+//
+// Arguments are swapped for CPU aliases of the same memory (Bridge.cpp), the
+// op is redispatched to the CPU kernel, and results come back as neuron
+// tensors: in-place and out= results are the caller's own tensors, views are
+// re-wrapped on the device storage they alias, fresh outputs are adopted.
+#include "Fallback.h"
+#include "Neuron.h"
+#include "runtime/Runtime.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace neuron {
+namespace {
+
+struct OpInfo {
+  std::string name;
+  std::vector<size_t> generator_args;     // Optional[Generator] arguments
+  std::vector<size_t> mutable_args;       // arguments the op may write (in-place, out=)
+  bool allows_host_tensors = false;       // CUDA accepts CPU index tensors for these
+  std::atomic<int64_t> calls{0};
+};
+
+bool is_neuron(const at::Tensor& t) { return t.defined() && t.device().type() == kNeuron; }
+
+std::mutex g_ops_mu;
+std::unordered_map<std::string, OpInfo*>& registry() {
+  static auto* m = new std::unordered_map<std::string, OpInfo*>();
+  return *m;
+}
+
+std::atomic<int> g_fp64_mode{0};  // 0 allow, 1 warn once, 2 error
+
+OpInfo* build_info(const c10::FunctionSchema& schema) {
+  auto* info = new OpInfo();
+  info->name = schema.name();
+  if (!schema.overload_name().empty()) info->name += "." + schema.overload_name();
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto type = args[i].type();
+    if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
+    if (type->kind() == c10::TypeKind::GeneratorType) info->generator_args.push_back(i);
+    if (args[i].alias_info() && args[i].alias_info()->isWrite()) info->mutable_args.push_back(i);
+  }
+  static const std::unordered_set<std::string> host_ok = {
+      "aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_",
+      "aten::_unsafe_index", "aten::_unsafe_index_put"};
+  info->allows_host_tensors = host_ok.count(schema.name()) > 0;
+  return info;
+}
+
+OpInfo* op_info(const c10::OperatorHandle& op) {
+  thread_local std::unordered_map<const void*, OpInfo*> cache;
+  const void* key = &op.schema();
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const auto& schema = op.schema();
+  std::string name = schema.name() + "." + schema.overload_name();
+  std::lock_guard<std::mutex> g(g_ops_mu);
+  auto& reg = registry();
+  auto rit = reg.find(name);
+  OpInfo* info = rit != reg.end() ? rit->second : (reg[name] = build_info(schema));
+  cache.emplace(key, info);
+  return info;
+}
+
+// Per-call state: which device storages were aliased, and as what.
+struct Call {
+  OpInfo* info;
+  c10::optional<c10::DeviceIndex> device;
+  const at::Tensor* first_neuron = nullptr;
+  const at::Tensor* first_host = nullptr;
+  // device StorageImpl -> host alias storage (one per storage, so aliasing is preserved)
+  std::vector<std::pair<c10::StorageImpl*, c10::Storage>> aliases;
+  // host StorageImpl -> device storage (aliases, and fresh outputs once adopted)
+  std::vector<std::pair<c10::StorageImpl*, c10::Storage>> to_device;
+  // argument tensors and their host aliases, for write-back of metadata
+  std::vector<std::pair<at::Tensor, at::Tensor>> written;
+
+  void see(const at::Tensor& t) {
+    if (!t.defined()) return;
+    if (t.device().type() == kNeuron) {
+      if (!device) {
+        device = t.device().index();
+        first_neuron = &t;
+      } else if (*device != t.device().index()) {
+        mismatch(*first_neuron, t);
+      }
+    } else if (t.is_cpu() && t.dim() > 0 && !first_host) {
+      first_host = &t;
+    }
+  }
+
+  [[noreturn]] void mismatch(const at::Tensor& a, const at::Tensor& b) {
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ",
+                a.device(), " and ", b.device(), "! (when running ", info->name,
+                " on neuron). Move the tensors to one device first, e.g. with .to(\"", a.device(), "\").");
+  }
+
+  at::Tensor to_host(const at::Tensor& t) {
+    if (!is_neuron(t)) return t;
+    auto* impl = t.storage().unsafeGetStorageImpl();
+    for (auto& [dev, host] : aliases) {
+      if (dev == impl) return alias_on(t, host);
+    }
+    at::Tensor a = host_alias(t);
+    aliases.emplace_back(impl, a.storage());
+    to_device.emplace_back(a.storage().unsafeGetStorageImpl(), t.storage());
+    return a;
+  }
+
+  static at::Tensor alias_on(const at::Tensor& t, const c10::Storage& host) {
+    auto out = at::detail::make_tensor<c10::TensorImpl>(
+        c10::Storage(host), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+    out.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+    if (t.is_conj()) out.unsafeGetTensorImpl()->_set_conj(true);
+    if (t.is_neg()) out.unsafeGetTensorImpl()->_set_neg(true);
+    return out;
+  }
+
+  c10::DeviceIndex out_device() const { return device ? *device : current_device(); }
+
+  at::Tensor to_device_tensor(const at::Tensor& h) {
+    if (!h.defined() || !h.is_cpu()) return h;
+    for (auto& [arg, alias] : written) {
+      if (alias.unsafeGetTensorImpl() == h.unsafeGetTensorImpl()) return arg;
+    }
+    auto* impl = h.storage().unsafeGetStorageImpl();
+    for (auto& [host, dev] : to_device) {
+      if (host == impl) return wrap_on_storage(h, dev);
+    }
+    c10::Storage dev = adopt_storage(h.storage(), out_device());
+    to_device.emplace_back(impl, dev);
+    return wrap_on_storage(h, dev);
+  }
+
+  // A host kernel may resize an out= argument (new host allocation) or
+  // restride it; carry that back to the caller's neuron tensor.
+  void write_back(at::Tensor& arg, const at::Tensor& alias) {
+    auto* dev_storage = arg.storage().unsafeGetStorageImpl();
+    if (alias.storage().data() != dev_storage->data() || alias.storage().nbytes() != dev_storage->nbytes()) {
+      c10::Storage adopted = adopt_storage(alias.storage(), arg.device().index());
+      dev_storage->set_data_ptr_noswap(std::move(adopted.unsafeGetStorageImpl()->mutable_data_ptr()));
+      dev_storage->set_nbytes(alias.storage().nbytes());
+    }
+    auto* impl = arg.unsafeGetTensorImpl();
+    if (arg.sizes() != alias.sizes() || arg.strides() != alias.strides() ||
+        arg.storage_offset() != alias.storage_offset()) {
+      impl->set_sizes_and_strides(alias.sizes(), alias.strides(), alias.storage_offset());
+    }
+  }
+};
+
+void check_fp64(const OpInfo& info, const at::Tensor& t) {
+  if (!t.defined() || t.scalar_type() != at::kDouble) return;
+  int mode = g_fp64_mode.load(std::memory_order_relaxed);
+  TORCH_CHECK(mode != 2, "float64 is not supported by NeuronCore compute engines (", info.name,
+              " got a float64 tensor) and TORCHNEURON_FP64=error is set. Cast to float32 "
+              "(tensor.float()) or bfloat16, or set TORCHNEURON_FP64=allow to run it on the host.");
+  if (mode == 1) {
+    TORCH_WARN_ONCE("float64 op ", info.name, " on neuron: NeuronCores have no fp64 compute engines; "
+                    "the emulator computes it on the host in full precision. Set TORCHNEURON_FP64=error "
+                    "to catch these, or cast to float32.");
+  }
+}
+
+void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  OpInfo* info = op_info(op);
+  info->calls.fetch_add(1, std::memory_order_relaxed);
+  const auto& schema = op.schema();
+  const size_t nargs = schema.arguments().size();
+  const size_t begin = stack->size() - nargs;
+  Call call{info};
+  bool fp64_check = g_fp64_mode.load(std::memory_order_relaxed) != 0;
+
+  // Pass 1: find the device, reject mixed devices as CUDA does.
+  for (size_t i = 0; i < nargs; ++i) {
+    const c10::IValue& v = (*stack)[begin + i];
+    if (v.isTensor()) {
+      call.see(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) call.see(t);
+    } else if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef())
+        if (e.isTensor()) call.see(e.toTensor());
+    } else if (v.isDevice() && v.toDevice().type() == kNeuron && !call.device) {
+      call.device = v.toDevice().has_index() ? v.toDevice().index() : current_device();
+    }
+  }
+  if (call.device && call.first_host && !info->allows_host_tensors) call.mismatch(*call.first_neuron, *call.first_host);
+
+  // Pass 2: swap neuron tensors for host aliases.
+  const auto& mut = info->mutable_args;
+  for (size_t i = 0; i < nargs; ++i) {
+    c10::IValue& v = (*stack)[begin + i];
+    bool is_mut = std::find(mut.begin(), mut.end(), i) != mut.end();
+    if (v.isTensor()) {
+      at::Tensor t = v.toTensor();
+      if (!is_neuron(t)) continue;
+      if (fp64_check) check_fp64(*info, t);
+      at::Tensor h = call.to_host(t);
+      if (is_mut) call.written.emplace_back(t, h);
+      v = std::move(h);
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> hosts;
+      for (const at::Tensor& t : v.toTensorList()) {
+        if (fp64_check) check_fp64(*info, t);
+        at::Tensor h = call.to_host(t);
+        if (is_mut && is_neuron(t)) call.written.emplace_back(t, h);
+        hosts.push_back(std::move(h));
+      }
+      v = std::move(hosts);
+    } else if (v.isList()) {
+      auto list = v.toList();
+      bool any = false;
+      for (const c10::IValue& e : list)
+        if (e.isTensor() && is_neuron(e.toTensor())) any = true;
+      if (!any) continue;
+      c10::impl::GenericList hosts(list.elementType());
+      for (const c10::IValue& e : list) {
+        if (e.isTensor()) {
+          hosts.push_back(call.to_host(e.toTensor()));
+        } else {
+          hosts.push_back(e);
+        }
+      }
+      v = std::move(hosts);
+    } else if (v.isDevice() && v.toDevice().type() == kNeuron) {
+      v = c10::Device(c10::DeviceType::CPU);
+    }
+  }
+  for (size_t i : info->generator_args) {
+    c10::IValue& v = (*stack)[begin + i];
+    if (v.isNone()) {
+      v = host_engine(default_generator(call.out_device()));
+    } else if (v.isGenerator() && v.toGenerator().device().type() == kNeuron) {
+      v = host_engine(v.toGenerator());
+    }
+  }
+
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+
+  for (auto& [arg, alias] : call.written) call.write_back(arg, alias);
+
+  const size_t nret = schema.returns().size();
+  const size_t rbegin = stack->size() - nret;
+  for (size_t i = 0; i < nret; ++i) {
+    c10::IValue& v = (*stack)[rbegin + i];
+    if (v.isTensor()) {
+      v = call.to_device_tensor(v.toTensor());
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> outs;
+      for (const at::Tensor& t : v.toTensorList()) outs.push_back(call.to_device_tensor(t));
+      v = std::move(outs);
+    } else if (v.isList()) {
+      auto list = v.toList();
+      c10::impl::GenericList outs(list.elementType());
+      for (const c10::IValue& e : list) outs.push_back(e.isTensor() ? c10::IValue(call.to_device_tensor(e.toTensor())) : e);
+      v = std::move(outs);
+    }
+  }
+}
+
+} // namespace
+
+void set_fp64_mode(int mode) { g_fp64_mode.store(mode); }
+
+std::vector<std::pair<std::string, int64_t>> fallback_counts() {
+  std::lock_guard<std::mutex> g(g_ops_mu);
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (auto& [k, v] : registry())
+    if (v->calls.load()) out.emplace_back(v->name, v->calls.load());
+  return out;
+}
+
+void reset_fallback_counts() {
+  std::lock_guard<std::mutex> g(g_ops_mu);
+  for (auto& [k, v] : registry()) v->calls.store(0);
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
+}
+
+} // namespace neuron

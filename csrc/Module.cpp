@@ -1,0 +1,40 @@
+// Python bindings of the C++ core: torch_neuronx._C.
+#include "Fallback.h"
+#include "Neuron.h"
+#include "runtime/Runtime.h"
+
+#include <torch/extension.h>
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "TorchNeuron C++ core (allocator, guard, hooks, generator, fallback, copies)";
+  m.def("_configure", &neuron::rt::configure, "Configure the emulated cores: HBM bytes and label per core");
+  m.def("_set_unavailable", &neuron::rt::set_unavailable);
+  m.def("_is_configured", &neuron::rt::configured);
+  m.def("_device_count", &neuron::rt::device_count);
+  m.def("_hbm_bytes", &neuron::rt::hbm_bytes);
+  m.def("_current_device", [] { return static_cast<int>(neuron::current_device()); });
+  m.def("_set_device", [](int d) { neuron::set_current_device(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_synchronize", [](int d) {
+    py::gil_scoped_release no_gil;
+    neuron::rt::synchronize(d);
+  });
+  m.def("_memory_stats", [](int d) {
+    auto s = neuron::rt::stats(d);
+    py::dict out;
+    out["allocated_bytes"] = s.allocated;
+    out["peak_allocated_bytes"] = s.peak_allocated;
+    out["num_allocs"] = s.num_allocs;
+    out["num_frees"] = s.num_frees;
+    out["num_ooms"] = s.num_ooms;
+    out["hbm_bytes"] = neuron::rt::hbm_bytes(d);
+    return out;
+  });
+  m.def("_reset_peak", &neuron::rt::reset_peak);
+  m.def("_device_of_ptr", [](uintptr_t p) { return neuron::rt::device_of(reinterpret_cast<const void*>(p)); });
+  m.def("_set_fp64_mode", &neuron::set_fp64_mode);
+  m.def("_fallback_counts", &neuron::fallback_counts);
+  m.def("_reset_fallback_counts", &neuron::reset_fallback_counts);
+  m.def("_default_generator", [](int d) { return neuron::default_generator(static_cast<c10::DeviceIndex>(d)); });
+}

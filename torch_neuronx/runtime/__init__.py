@@ -1,0 +1,52 @@
+"""The emulated NeuronCore runtime, seen from Python.
+
+This package is the one seam between TorchNeuron and a NeuronCore runtime. The
+C++ half (csrc/runtime/Runtime.h: allocate/release/copy/synchronize) serves
+the allocator, copies and kernels; this Python half decides the topology
+(which instance, which cores, how much HBM each) and reports memory. A real
+Neuron runtime would replace the emulator behind both halves and nothing
+above them would change.
+"""
+
+from __future__ import annotations
+
+from .topology import INSTANCES, GiB, InstanceType, Topology, TopologyError, discover
+from . import emulator
+
+__all__ = ["INSTANCES", "GiB", "InstanceType", "Topology", "TopologyError", "discover", "init", "topology",
+           "memory_stats", "synchronize", "reset_peak"]
+
+_topology: Topology | None = None
+_error: TopologyError | None = None
+
+
+def init() -> None:
+    """Configure the cores from the environment; remember (not raise) a bad environment.
+
+    `import torch` loads this plugin, so a bad NEURON_RT_VISIBLE_CORES must not
+    break `import torch`: the error is raised on first use of the device.
+    """
+    global _topology, _error
+    try:
+        _topology = discover()
+    except TopologyError as e:
+        _error = e
+        emulator.mark_unavailable(str(e))
+        return
+    emulator.configure(_topology)
+
+
+def topology() -> Topology:
+    if _error is not None:
+        raise TopologyError(str(_error))
+    assert _topology is not None, "torch_neuronx.runtime.init() was not called"
+    return _topology
+
+
+def available() -> bool:
+    return _error is None and _topology is not None and _topology.device_count > 0
+
+
+memory_stats = emulator.memory_stats
+synchronize = emulator.synchronize
+reset_peak = emulator.reset_peak
