@@ -1,0 +1,124 @@
+"""Transformers inference on neuron, unmodified: from_pretrained(device_map="neuron"), generate() with the static
+cache, eager and compiled, and device_map="auto" — each checked token for token against CPU.
+
+    python examples/hf_inference.py                  # eager + device_map="auto" (+ compiled when available)
+    python examples/hf_inference.py --compile        # require the compiled run (torch.compile backend "neuron")
+    python examples/hf_inference.py --model PATH     # any local causal-LM checkpoint instead of the tiny one
+
+The only Neuron-specific thing in the user code below is the device string.
+
+Reference semantics: with `attn_implementation="sdpa"` (the default) PyTorch computes attention on neuron with
+its math formulation; on CPU it picks a fused flash kernel whose bf16 rounding differs in the last bit. The CPU
+reference therefore runs under `sdpa_kernel(SDPBackend.MATH)`, the same math: tokens must then be identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import hf_common  # noqa: E402  (sets HF_HUB_OFFLINE, imports torch -> plugin)
+import torch  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+
+PROMPTS = ["the neuron core runs matrix", "collective communication joins"]
+
+
+def neuron_compile_available() -> bool:
+    return "neuron" in torch._dynamo.list_backends()
+
+
+def _inputs(tokenizer, device):
+    tokenizer.padding_side = "left"  # decoder-only generation pads on the left
+    return tokenizer(PROMPTS, return_tensors="pt", padding=True).to(device)
+
+
+def cpu_reference(path: str, max_new_tokens: int, dtype=torch.bfloat16):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    batch = _inputs(tok, "cpu")
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH):
+        logits = model(**batch).logits
+        tokens = model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False,
+                                cache_implementation="static")
+    return logits, tokens
+
+
+def run_neuron(path: str, max_new_tokens: int, device_map="neuron", compiled: bool = False, dtype=torch.bfloat16):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, device_map=device_map, dtype=dtype)
+    batch = _inputs(tok, model.device)
+    with torch.no_grad():
+        logits = model(**batch).logits
+        # On neuron, generate() compiles the decoding step by itself when the cache is static (Transformers picks
+        # backend="neuron", dynamic=False); disable_compile=True keeps it eager.
+        tokens = model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False,
+                                cache_implementation="static", disable_compile=not compiled)
+    return model, logits, tokens
+
+
+def check(name, ref_logits, ref_tokens, logits, tokens, atol):
+    diff = hf_common.max_abs_diff(ref_logits, logits)
+    assert diff <= atol, f"{name}: logits differ from CPU by {diff} > {atol}"
+    assert torch.equal(ref_tokens, tokens.cpu()), f"{name}: greedy tokens differ from CPU\n{ref_tokens}\n{tokens}"
+    print(f"[{name}] logits max|diff| vs CPU {diff:.2e}; {tokens.shape[1]} tokens identical to CPU")
+    return diff
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", help="local checkpoint directory (default: build a tiny random Llama)")
+    p.add_argument("--max-new-tokens", type=int, default=16)
+    p.add_argument("--compile", action="store_true", help="fail if the compiled run is not available")
+    p.add_argument("--no-compile", action="store_true", help="skip the compiled run")
+    p.add_argument("--no-auto", action="store_true", help="skip device_map='auto'")
+    args = p.parse_args(argv)
+
+    print(f"HF_DEACTIVATE_ASYNC_LOAD={os.environ.get('HF_DEACTIVATE_ASYNC_LOAD')} (set by the plugin unless you did)")
+    path = args.model or hf_common.build_causal_lm()
+    ref_logits, ref_tokens = cpu_reference(path, args.max_new_tokens)
+    atol = 3e-2 * max(1.0, ref_logits.abs().max().item())  # bf16 logits: a few ulps
+    results = {}
+
+    # 1. eager, device_map="neuron"
+    model, logits, tokens = run_neuron(path, args.max_new_tokens)
+    assert all(p.device == torch.device("neuron:0") for p in model.parameters())
+    results["eager"] = check("eager device_map='neuron'", ref_logits, ref_tokens, logits, tokens, atol)
+
+    # 2. compiled: generate() auto-compiles the forward on neuron with a static cache
+    if args.no_compile:
+        pass
+    elif neuron_compile_available():
+        model, logits, tokens = run_neuron(path, args.max_new_tokens, compiled=True)
+        assert hasattr(model, "_compiled_call"), "generate() did not take its compiled path"
+        cfg = model._last_compile_config
+        assert cfg.backend == "neuron", cfg
+        results["compiled"] = check("compiled (backend='neuron')", ref_logits, ref_tokens, logits, tokens, atol)
+    elif args.compile:
+        raise SystemExit("--compile: torch.compile backend 'neuron' is not registered")
+    else:
+        print("[compiled] skipped: torch.compile backend 'neuron' is not registered in this build")
+
+    # 3. device_map="auto": Accelerate sizes every visible core with torch.neuron.mem_get_info and places the
+    # model on neuron (spread over cores like over GPUs; a single visible core gets all of it)
+    if not args.no_auto:
+        model, logits, tokens = run_neuron(path, args.max_new_tokens, device_map="auto")
+        placed = set(getattr(model, "hf_device_map", {}).values())  # absent when one device holds everything
+        assert all(isinstance(d, int) for d in placed), f"device_map='auto' left modules off neuron: {placed}"
+        assert all(p.device.type == "neuron" for p in model.parameters()), "device_map='auto' left weights on CPU"
+        placed |= {p.device.index for p in model.parameters()}
+        print(f"[auto] hf_device_map uses neuron cores {sorted(placed)}")
+        results["auto"] = check("device_map='auto'", ref_logits, ref_tokens, logits, tokens, atol)
+        results["auto_devices"] = sorted(placed)
+    return results
+
+
+if __name__ == "__main__":
+    main()
