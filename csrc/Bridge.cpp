@@ -65,4 +65,9 @@ at::Tensor wrap_on_storage(const at::Tensor& like, const c10::Storage& storage) 
   return out;
 }
 
+at::Tensor from_host(const at::Tensor& host, c10::DeviceIndex device) {
+  if (!host.defined()) return host;
+  return wrap_on_storage(host, adopt_storage(host.storage(), device));
+}
+
 } // namespace neuron

@@ -26,6 +26,8 @@ at::Tensor host_alias(const at::Tensor& device_tensor);
 // copy: its storage is adopted and counted against the core's HBM budget.
 c10::Storage adopt_storage(const c10::Storage& host_storage, c10::DeviceIndex device);
 at::Tensor wrap_on_storage(const at::Tensor& like, const c10::Storage& storage);
+// A fresh host tensor (not aliasing device memory) as a device tensor, zero-copy.
+at::Tensor from_host(const at::Tensor& host, c10::DeviceIndex device);
 
 // RNG: the CPU generator that actually produces the numbers for a device.
 at::Generator host_engine(const at::Generator& neuron_generator);

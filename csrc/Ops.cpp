@@ -123,7 +123,32 @@ at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
 
 at::Scalar local_scalar_dense(const at::Tensor& self) { return at::_local_scalar_dense(host_alias(self)); }
 
-void record_stream(at::Tensor&, c10::Stream) {}  // synchronous device: nothing to track
+void record_stream(at::Tensor&, c10::Stream) {}
+
+// Convolutions reach a non-CPU/CUDA backend as convolution_overrideable; run
+// the host convolution (which picks its own algorithm) on aliases.
+at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                       at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                       at::IntArrayRef output_padding, int64_t groups) {
+  std::optional<at::Tensor> hbias;
+  if (bias && bias->defined()) hbias = as_host(*bias);
+  auto out = at::convolution(as_host(input), as_host(weight), hbias, stride, padding, dilation, transposed,
+                             output_padding, groups);
+  return from_host(out, input.device().index());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding,
+    int64_t groups, std::array<bool, 3> output_mask) {
+  int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
+  std::vector<int64_t> bias_sizes{out_channels};
+  auto [gi, gw, gb] = at::convolution_backward(as_host(grad_output), as_host(input), as_host(weight), bias_sizes,
+                                               stride, padding, dilation, transposed, output_padding, groups,
+                                               output_mask);
+  auto d = input.device().index();
+  return {from_host(gi, d), from_host(gw, d), from_host(gb, d)};
+}  // synchronous device: nothing to track
 
 } // namespace
 
@@ -145,6 +170,22 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
   m.impl("record_stream", record_stream);
+  m.impl("convolution_overrideable", convolution);
+  m.impl("convolution_backward_overrideable", convolution_backward);
 }
 
+} // namespace neuron
+
+namespace neuron {
+// Copies handle conjugate/negative views themselves (the host copy_ resolves
+// the bits). Without these fallthroughs the conj/neg fallback would
+// materialise the view with clone -> copy_ -> _copy_from -> itself, forever.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
 } // namespace neuron
