@@ -30,6 +30,7 @@ DEVICE_SEMANTICS = {
     "as_strided": "partial_views samples index into the input's storage beyond the view; .to() copies only the view",
     "tensor_split": "tensor_indices_or_sections must stay on the CPU (as on CUDA)",
     "to": "samples move tensors to the CPU",
+    "broadcast_shapes": "takes shapes, not tensors: nothing runs on a device",
 }
 
 
