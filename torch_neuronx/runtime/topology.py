@@ -11,6 +11,8 @@ Environment, as the Neuron runtime reads it:
   NEURON_LOGICAL_NC_CONFIG  1 or 2, trn2 only
   NEURON_RT_VISIBLE_CORES   cores this process may use: "3", "0-3", "0,2,4-5"
   NEURON_RT_NUM_CORES       take the first N cores (not together with VISIBLE_CORES)
+  TORCHNEURON_HBM_PER_CORE  shrink each core's HBM budget ("512MiB", "2GiB"), e.g. to rehearse
+                            out-of-memory handling; it cannot exceed the instance's real HBM
 """
 
 from __future__ import annotations
@@ -163,4 +165,24 @@ def discover(env: dict[str, str] | None = None) -> Topology:
         visible = tuple(range(n))
     else:
         visible = tuple(range(total))
-    return Topology(inst, lnc, visible, inst.hbm_per_core(lnc))
+    hbm = inst.hbm_per_core(lnc)
+    override = env.get("TORCHNEURON_HBM_PER_CORE", "").strip()
+    if override:
+        want = parse_bytes(override, "TORCHNEURON_HBM_PER_CORE")
+        if want > hbm:
+            raise TopologyError(f"TORCHNEURON_HBM_PER_CORE={override!r} exceeds the {hbm // GiB} GiB per core of {name}: "
+                                f"a budget can only shrink")
+        hbm = want
+    return Topology(inst, lnc, visible, hbm)
+
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gib": 1 << 30}
+
+
+def parse_bytes(text: str, var: str) -> int:
+    import re
+    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    unit = m.group(2).lower() if m else None
+    if not m or unit not in _UNITS or int(m.group(1)) <= 0:
+        raise TopologyError(f"{var}={text!r} is not a size: write e.g. 512MiB or 2GiB")
+    return int(m.group(1)) * _UNITS[unit]

@@ -1,0 +1,139 @@
+"""The emulated runtime: instance types, visible cores, HBM budgets, OOM, clear errors for bad settings."""
+
+import pytest
+import torch
+
+from helpers import run_python
+from torch_neuronx.runtime import GiB, TopologyError, discover
+
+
+@pytest.mark.parametrize("instance,cores,hbm_gib", [
+    ("trn1.2xlarge", 2, 16), ("trn1.32xlarge", 32, 16), ("inf2.xlarge", 2, 16), ("inf2.48xlarge", 24, 16),
+    ("trn2.48xlarge", 64, 24), ("trn2.3xlarge", 4, 24),
+])
+def test_instance_shapes(instance, cores, hbm_gib):
+    t = discover({"TORCHNEURON_INSTANCE": instance})
+    assert t.device_count == cores and t.hbm_per_core == hbm_gib * GiB
+
+
+def test_trn2_logical_core_config():
+    t = discover({"TORCHNEURON_INSTANCE": "trn2.48xlarge", "NEURON_LOGICAL_NC_CONFIG": "1"})
+    assert t.device_count == 128 and t.hbm_per_core == 12 * GiB
+    with pytest.raises(TopologyError, match="must be 1 or 2"):
+        discover({"TORCHNEURON_INSTANCE": "trn2.48xlarge", "NEURON_LOGICAL_NC_CONFIG": "4"})
+    with pytest.raises(TopologyError, match="Trainium2 only"):
+        discover({"TORCHNEURON_INSTANCE": "trn1.2xlarge", "NEURON_LOGICAL_NC_CONFIG": "2"})
+
+
+def test_visible_cores_and_num_cores():
+    t = discover({"NEURON_RT_VISIBLE_CORES": "4-7,10"})
+    assert t.visible == (4, 5, 6, 7, 10) and t.device_count == 5
+    assert t.label(4) == "neuron:4 (NeuronCore 10 of trn1.32xlarge)"
+    assert discover({"NEURON_RT_NUM_CORES": "3"}).visible == (0, 1, 2)
+
+
+@pytest.mark.parametrize("env,match", [
+    ({"TORCHNEURON_INSTANCE": "trn9.huge"}, "not a known Neuron instance type"),
+    ({"NEURON_RT_VISIBLE_CORES": "0-40"}, r"names core\(s\) \[32,"),
+    ({"NEURON_RT_VISIBLE_CORES": "a-b"}, "is not a core list"),
+    ({"NEURON_RT_VISIBLE_CORES": "1,1"}, "names a core twice"),
+    ({"NEURON_RT_VISIBLE_CORES": "0", "NEURON_RT_NUM_CORES": "1"}, "set only one"),
+    ({"NEURON_RT_NUM_CORES": "99"}, "ask for 1..32"),
+    ({"TORCHNEURON_HBM_PER_CORE": "lots"}, "is not a size"),
+    ({"TORCHNEURON_HBM_PER_CORE": "64GiB"}, "can only shrink"),
+])
+def test_bad_environment_is_named(env, match):
+    with pytest.raises(TopologyError, match=match):
+        discover(env)
+
+
+def test_bad_environment_keeps_import_torch_working_and_errors_on_use():
+    r = run_python("import torch\n"
+                   "print(torch.neuron.is_available(), torch.neuron.device_count())\n"
+                   "try:\n    torch.ones(1, device='neuron')\nexcept Exception as e:\n    print('ERR', e)\n",
+                   env={"NEURON_RT_VISIBLE_CORES": "0-99"})
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "False 0"
+    assert "NEURON_RT_VISIBLE_CORES='0-99'" in lines[1] and "32 cores" in lines[1]
+
+
+def test_visible_cores_in_a_process():
+    r = run_python("import torch; p = torch.neuron.get_device_properties(1);"
+                   "print(torch.neuron.device_count(), p.core_id, p.name, p.total_memory)",
+                   env={"NEURON_RT_VISIBLE_CORES": "2,3", "TORCHNEURON_INSTANCE": "trn2.48xlarge"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["2", "3", "Trainium2", "NeuronCore-v3", str(24 * GiB)]
+
+
+def test_oom_names_core_request_and_budget_and_process_survives():
+    free_before = torch.neuron.mem_get_info(0)[0]
+    with pytest.raises(torch.OutOfMemoryError, match=r"neuron:0 \(NeuronCore 0 of trn1.32xlarge\).*17.00 GiB.*16.00 GiB"):
+        torch.empty(17 * GiB, dtype=torch.uint8, device="neuron")
+    assert torch.neuron.mem_get_info(0)[0] == free_before
+    assert torch.neuron.memory_stats()["num_ooms"] >= 1
+    assert torch.ones(4, device="neuron").sum().item() == 4
+
+
+OOM_SCRIPT = r"""
+import torch
+MiB = 1 << 20
+torch.neuron.reset_peak_memory_stats()
+base = torch.neuron.memory_allocated()
+a = torch.empty(40 * MiB, dtype=torch.uint8, device="neuron")
+assert torch.neuron.memory_allocated() == base + 40 * MiB
+try:
+    b = torch.empty(40 * MiB, dtype=torch.uint8, device="neuron")
+    raise SystemExit("expected OOM")
+except torch.OutOfMemoryError as e:
+    print("OOM", str(e).split(";")[0])
+assert torch.neuron.memory_allocated() == base + 40 * MiB      # the refused request left no trace
+c = a[: 2 * MiB].float()                                       # a host kernel's output is counted too
+assert torch.neuron.memory_allocated() == base + 48 * MiB
+del a, c
+assert torch.neuron.memory_allocated() == base
+b = torch.empty(60 * MiB, dtype=torch.uint8, device="neuron")  # memory came back
+assert torch.neuron.max_memory_allocated() == base + 60 * MiB
+print("free", torch.neuron.mem_get_info()[0] == 64 * MiB - 60 * MiB - base, "other core", torch.neuron.memory_allocated(1))
+"""
+
+
+def test_oom_accounting_is_exact_under_a_small_budget():
+    r = run_python(OOM_SCRIPT, env={"TORCHNEURON_HBM_PER_CORE": "64MiB"})
+    assert r.returncode == 0, r.stderr
+    assert "OOM Neuron out of memory on neuron:0 (NeuronCore 0 of trn1.32xlarge): tried to allocate 40.00 MiB" in r.stdout
+    assert "free True other core 0" in r.stdout
+
+
+def test_fp64_modes():
+    import torch_neuronx
+    x = torch.ones(3, dtype=torch.float64, device="neuron")
+    try:
+        torch_neuronx.set_fp64_mode("error")
+        with pytest.raises(RuntimeError, match="float64 is not supported by NeuronCore.*TORCHNEURON_FP64"):
+            x + 1
+        assert (torch.ones(3, device="neuron") + 1).sum().item() == 6  # float32 unaffected
+        torch_neuronx.set_fp64_mode("warn")
+        with pytest.warns(UserWarning, match="no fp64 compute engines"):
+            x * 2
+    finally:
+        torch_neuronx.set_fp64_mode("allow")
+    assert (x + 1).sum().item() == 6.0
+    with pytest.raises(ValueError, match="choose one of"):
+        torch_neuronx.set_fp64_mode("sometimes")
+
+
+def test_cli_ls_and_info():
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "torch_neuronx.cli", "ls"], capture_output=True, text=True,
+                       env={**__import__("os").environ, "TORCHNEURON_INSTANCE": "inf2.xlarge", "COLUMNS": "160"})
+    assert r.returncode == 0, r.stderr
+    assert "inf2.xlarge" in r.stdout and "neuron:1" in r.stdout and "16 GiB" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "torch_neuronx.cli", "info"], capture_output=True, text=True,
+                       env={**__import__("os").environ, "COLUMNS": "160"})
+    assert r.returncode == 0, r.stderr
+    assert "torch-neuronx" in r.stdout and "2.13.0" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "torch_neuronx.cli", "ls"], capture_output=True, text=True,
+                       env={**__import__("os").environ, "TORCHNEURON_INSTANCE": "nope"})
+    assert r.returncode == 2 and "not a known Neuron instance type" in r.stdout
