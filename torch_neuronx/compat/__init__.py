@@ -1,0 +1,13 @@
+"""Compatibility matrix: every causal-LM architecture in Transformers on neuron, eager and compiled.
+
+  architectures.py     which architectures (Transformers' causal-LM mapping) and their tiny configs
+  worker.py            one architecture's checks, CPU vs neuron, in its own process
+  runner.py            one subprocess per architecture, timeouts, N at a time
+  categories.py        failure categories and how an error is sorted into one
+  compile_counters.py  graphs / recompiles / graph breaks around a compiled step
+  report.py            verdicts, `compatible: N/M (P%)`, JSON and Markdown
+  faults.py            test hook: inject a real failure into one architecture's worker
+  cli.py               `torchneuron compat`
+"""
+
+from .runner import run_matrix  # noqa: F401
