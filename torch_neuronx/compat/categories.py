@@ -1,0 +1,66 @@
+"""Failure categories of the matrix, and how an error is sorted into one.
+
+The category tells who has to act: a missing op or a dtype gap is the
+plugin's (csrc/), a graph break or a recompile is the compile backend's, a
+numeric mismatch is whichever kernel differs, and "cpu fails" / "needs
+package" are not the plugin's fault at all (the architecture fails without
+neuron too).
+"""
+
+from __future__ import annotations
+
+MISSING_OP = "missing op"
+DTYPE = "dtype"
+GRAPH_BREAK = "graph break"
+RECOMPILE = "recompile"
+NUMERIC = "numeric mismatch"
+TIMEOUT = "timeout"
+CRASH = "crash"  # the worker process died (signal, abort) without reporting an error
+COMPILE = "compile error"  # torch.compile(backend="neuron") raised (backend missing or failed)
+DEVICE = "device mismatch"  # a tensor stayed on the CPU (the model's fault or the plugin's placement)
+ERROR = "error"  # any other exception on neuron
+# Not the plugin's fault: the architecture cannot run at all here.
+CPU_FAILS = "cpu fails"
+NEEDS_PACKAGE = "needs package"
+
+PLUGIN_CATEGORIES = (MISSING_OP, DTYPE, GRAPH_BREAK, RECOMPILE, NUMERIC, TIMEOUT, CRASH, COMPILE, DEVICE, ERROR)
+NOT_PLUGIN_CATEGORIES = (CPU_FAILS, NEEDS_PACKAGE)
+
+
+def first_line(exc: BaseException) -> str:
+    """`Type: first line of the message` (the part of an error a table can show)."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    msg = lines[0] if lines else ""
+    if len(msg) > 300:
+        msg = msg[:297] + "..."
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
+
+def classify(exc: BaseException) -> str:
+    """The category of an exception raised by a neuron step."""
+    name = type(exc).__name__
+    text = str(exc)
+    low = text.lower()
+    module = type(exc).__module__ or ""
+    if isinstance(exc, ImportError):
+        return NEEDS_PACKAGE
+    # A kernel that neither the device nor the fallback provides: PyTorch's
+    # dispatcher message ("Could not run 'aten::x' with arguments from the
+    # 'neuron' backend"), or NotImplementedError raised by a kernel.
+    if "could not run" in low and "backend" in low or isinstance(exc, NotImplementedError) and "aten::" in text:
+        return MISSING_OP
+    if "recompile" in low and ("limit" in low or "guard" in low) or name in ("RecompileError", "FailOnRecompileLimitHit"):
+        return RECOMPILE
+    if module.startswith("torch._dynamo") and name in ("Unsupported", "UncapturedHigherOrderOpError") \
+            or "graph break" in low:
+        return GRAPH_BREAK
+    if module.startswith("torch._dynamo") or name in ("InvalidBackend", "BackendCompilerFailed") \
+            or "torch_neuronx.compile" in low:
+        return COMPILE
+    if "expected all tensors to be on the same device" in low:
+        return DEVICE
+    if any(k in low for k in ("dtype", "scalar type", "float64", "double", "bfloat16", "fp64")):
+        return DTYPE
+    if isinstance(exc, NotImplementedError):
+        return MISSING_OP
+    return ERROR

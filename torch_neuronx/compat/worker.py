@@ -1,0 +1,374 @@
+"""One architecture's checks, run in a process of its own.
+
+    python -m torch_neuronx.compat.worker ARCH --mode both --out result.json
+
+The CPU runs first and is the reference; the same weights then run on
+neuron. Steps:
+
+  forward            logits allclose to CPU
+  backward           every parameter's grad allclose to CPU
+  generate-eager     16 greedy tokens (static cache where the model has one), equal to CPU's
+  forward-compiled   as forward, through torch.compile(backend="neuron")  } one compiled training call
+  backward-compiled  as backward, through the compiled model             } serves both (a compile is costly)
+  generate-compiled  generate() as a user runs it on neuron: Transformers compiles the decode step itself
+                     (backend "neuron", static shapes); tokens equal to CPU's
+
+The result file is rewritten after every step, with the step in progress
+named in "running": if the process hangs or dies, the runner still knows
+what passed and where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import sys
+import time
+import traceback
+
+EAGER_STEPS = ("forward", "backward", "generate-eager")
+COMPILED_STEPS = ("forward-compiled", "backward-compiled", "generate-compiled")
+STEPS = EAGER_STEPS + COMPILED_STEPS
+
+# float32 tolerances. Both sides run the same host kernels, so most results
+# are bit-identical; the margin covers kernel choices that may differ by
+# device (e.g. the sdpa backend) and compiled graphs that fuse differently.
+LOGITS_ATOL, LOGITS_RTOL = 1e-4, 1e-3
+GRAD_ATOL, GRAD_RTOL = 1e-4, 1e-3
+NEW_TOKENS = 16
+BATCH, PROMPT_LEN = 2, 8
+# Recompiles tolerated within one compiled step: the decode loop of a static
+# cache must reuse one graph (a recompile per token is what this matrix is
+# there to catch).
+RECOMPILE_BUDGET = 0
+
+
+class Result:
+    """The worker's report, persisted after every change."""
+
+    def __init__(self, path: str, arch: str, mode: str):
+        self.path = path
+        self.data = {"arch": arch, "mode": mode, "model_class": None, "cpu": {"status": "running"},
+                     "cache": None, "steps": {}, "compile": {}, "running": None, "seconds": {}}
+        self.save()
+
+    def save(self) -> None:
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.data, f, indent=1, default=str)
+        os.replace(tmp, self.path)  # atomic: the runner never reads half a file
+
+    def running(self, what: str | None) -> None:
+        self.data["running"] = what
+        self.save()
+
+    def step(self, name: str, status: str, **info) -> None:
+        self.data["steps"][name] = {"status": status, **{k: v for k, v in info.items() if v is not None}}
+        self.data["running"] = None
+        self.save()
+
+
+def _inputs(model, device: str):
+    import torch
+    text = model.config.get_text_config(decoder=True)
+    vocab = getattr(text, "vocab_size", None) or 128
+    # audio decoders (MusicGen) take one row of codes per codebook
+    rows = BATCH * (getattr(text, "num_codebooks", None) or 1)
+    g = torch.Generator().manual_seed(1234)
+    # ids above the usual special tokens (0-2) and below a tiny vocab
+    ids = torch.randint(3, min(int(vocab), 128), (rows, PROMPT_LEN), generator=g)
+    return ids.to(device), torch.ones_like(ids).to(device)
+
+
+def _accepts(fn, name: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return True
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _logits(out):
+    return out.logits if hasattr(out, "logits") else out[0]
+
+
+def run_forward(model, call, device: str):
+    import torch
+    ids, mask = _inputs(model, device)
+    kwargs = {"input_ids": ids}
+    if _accepts(model.forward, "attention_mask"):
+        kwargs["attention_mask"] = mask
+    with torch.no_grad():
+        return _logits(call(**kwargs)).float().cpu()
+
+
+def run_backward(model, call, device: str, with_logits: bool = False):
+    """Grads of a language-modelling loss (the model's own, from labels, where it has one)."""
+    ids, mask = _inputs(model, device)
+    model.zero_grad(set_to_none=True)
+    kwargs = {"input_ids": ids}
+    if _accepts(model.forward, "attention_mask"):
+        kwargs["attention_mask"] = mask
+    if _accepts(model.forward, "labels"):
+        kwargs["labels"] = ids
+    out = call(**kwargs)
+    loss = getattr(out, "loss", None)
+    if loss is None:
+        loss = _logits(out).float().pow(2).mean()
+    loss.backward()
+    grads = {n: (p.grad.detach().float().cpu() if p.grad is not None else None) for n, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    if with_logits:
+        return _logits(out).detach().float().cpu(), grads
+    return grads
+
+
+def tied_parameters(model) -> int:
+    """How many parameter names share a Parameter with another name (tied embeddings and kin)."""
+    names = [n for n, _ in model.named_parameters(remove_duplicate=False)]
+    return len(names) - len({id(p) for p in model.parameters()})
+
+
+def run_generate(model, device: str, cache: str | None, compiled: bool):
+    ids, mask = _inputs(model, device)
+    kwargs = {"input_ids": ids, "max_new_tokens": NEW_TOKENS, "min_new_tokens": NEW_TOKENS, "do_sample": False,
+              "pad_token_id": 0}
+    if _accepts(model.forward, "attention_mask"):
+        kwargs["attention_mask"] = mask
+    if cache:
+        kwargs["cache_implementation"] = cache
+    if not compiled:
+        # on neuron Transformers would compile the decode step by itself
+        kwargs["disable_compile"] = True
+    out = model.generate(**kwargs)
+    seqs = out.sequences if hasattr(out, "sequences") else out
+    return seqs.cpu()
+
+
+def compare_logits(ref, got) -> tuple[bool, float, str]:
+    import torch
+    if ref.shape != got.shape:
+        return False, float("inf"), f"logits shape {tuple(got.shape)} != CPU {tuple(ref.shape)}"
+    diff = (ref - got).abs().max().item() if ref.numel() else 0.0
+    ok = torch.allclose(ref, got, atol=LOGITS_ATOL, rtol=LOGITS_RTOL, equal_nan=True)
+    return ok, diff, "" if ok else f"logits differ: max |diff| {diff:.3g} (atol {LOGITS_ATOL}, rtol {LOGITS_RTOL})"
+
+
+def compare_grads(ref: dict, got: dict) -> tuple[bool, float, str]:
+    import torch
+    worst, worst_name = 0.0, ""
+    for name, r in ref.items():
+        g = got.get(name)
+        if (r is None) != (g is None):
+            return False, float("inf"), f"grad of {name} is {'missing' if g is None else 'unexpected'} on neuron"
+        if r is None:
+            continue
+        if r.shape != g.shape:
+            return False, float("inf"), f"grad of {name} has shape {tuple(g.shape)} != CPU {tuple(r.shape)}"
+        if not torch.allclose(r, g, atol=GRAD_ATOL, rtol=GRAD_RTOL, equal_nan=True):
+            d = (r - g).abs().max().item()
+            return False, d, f"grad of {name} differs: max |diff| {d:.3g} (atol {GRAD_ATOL}, rtol {GRAD_RTOL})"
+        d = (r - g).abs().max().item() if r.numel() else 0.0
+        if d > worst:
+            worst, worst_name = d, name
+    return True, worst, ""
+
+
+def compare_tokens(ref, got) -> tuple[bool, str]:
+    import torch
+    if ref.shape != got.shape:
+        return False, f"generated shape {tuple(got.shape)} != CPU {tuple(ref.shape)}"
+    if torch.equal(ref, got):
+        return True, ""
+    first = (ref != got).nonzero()[0].tolist()
+    return False, f"tokens differ from CPU at (row, position) {tuple(first)}"
+
+
+class CpuReference:
+    """The CPU results every neuron step is compared with."""
+
+    def __init__(self, arch: str, result: Result, want_generate: bool):
+        import torch
+        from . import faults
+        from .architectures import build_model
+        self.arch = arch
+        result.running("cpu")
+        t0 = time.monotonic()
+        faults.on_build(arch)
+        self.model = build_model(arch)
+        result.data["model_class"] = type(self.model).__name__
+        self.logits = run_forward(self.model, self.model, "cpu")
+        self.grads = run_backward(self.model, self.model, "cpu")
+        self.can_generate = want_generate and type(self.model).can_generate()
+        self.cache, self.cache_note, self.tokens = None, None, None
+        if self.can_generate:
+            self.cache, self.cache_note = self._choose_cache()
+            self.tokens = run_generate(self.model, "cpu", self.cache, compiled=False)
+        result.data["cache"] = self.cache or "default"
+        if self.cache_note:
+            result.data["cache_note"] = self.cache_note
+        result.data["seconds"]["cpu"] = round(time.monotonic() - t0, 2)
+        torch.manual_seed(0)
+
+    def _choose_cache(self) -> tuple[str | None, str | None]:
+        """"static" where the model supports it; else the model's default cache (and why)."""
+        model = self.model
+        if hasattr(model, "_supports_default_dynamic_cache") and not model._supports_default_dynamic_cache():
+            return None, "the model manages its own cache (recurrent state)"
+        try:
+            run_generate(model, "cpu", "static", compiled=False)
+            return "static", None
+        except Exception as e:  # noqa: BLE001 - any failure means "no static cache for this model"
+            from .categories import first_line
+            return None, f"static cache fails on CPU: {first_line(e)}"
+
+    def neuron_copy(self):
+        """The same weights on neuron (rebuilt from the same seed, then loaded: no aliasing with the CPU model)."""
+        from . import faults
+        from .architectures import build_model
+        model = build_model(self.arch)
+        model.load_state_dict(self.model.state_dict())
+        model = model.to("neuron")
+        faults.on_neuron_model(self.arch, model)
+        self.untied = tied_parameters(self.model) - tied_parameters(model)
+        return model
+
+
+def _train_compiled(ref: CpuReference, model, shared: dict) -> None:
+    """One compiled training call (forward with grad, then backward) for both forward- and backward-compiled.
+
+    One call instead of two: a compile costs tens of seconds, and the logits of a
+    training forward are the inference logits. Inference graphs are compiled by
+    generate-compiled.
+    """
+    import torch
+    from . import compile_counters
+    torch._dynamo.reset()  # start from an empty cache: this step's graphs and recompiles only
+    before = compile_counters.snapshot()
+    try:
+        call = torch.compile(model, backend="neuron")
+        shared["logits"], shared["grads"] = run_backward(model, call, "neuron", with_logits=True)
+    finally:
+        shared["counts"] = compile_counters.snapshot() - before
+
+
+def _compile_verdict(counts) -> tuple[str | None, str]:
+    """(category, detail) when a compiled step broke its graph or recompiled; (None, "") otherwise."""
+    from .categories import GRAPH_BREAK, RECOMPILE
+    if counts.graph_breaks > 0:
+        return GRAPH_BREAK, f"{counts.graph_breaks} graph break(s): " + "; ".join(counts.break_reasons[:2])
+    if counts.recompiles > RECOMPILE_BUDGET:
+        return RECOMPILE, (f"{counts.recompiles} recompile(s) (budget {RECOMPILE_BUDGET}): "
+                           + "; ".join(counts.recompile_reasons[:2]))
+    return None, ""
+
+
+def _run_neuron_step(name: str, ref: CpuReference, model, result: Result, shared: dict) -> None:
+    """Run one neuron step and record its verdict; `shared` carries the compiled training call between steps."""
+    import torch
+    from . import compile_counters, faults
+    from .categories import NUMERIC, classify, first_line
+
+    if name.startswith("generate") and not ref.can_generate:
+        result.step(name, "n/a", detail="the model class cannot generate()")
+        return
+    result.running(name)
+    t0 = time.monotonic()
+    counts = None
+    try:
+        faults.on_neuron_step(ref.arch)
+        if name == "forward":
+            ok, diff, detail = compare_logits(ref.logits, run_forward(model, model, "neuron"))
+        elif name == "backward":
+            ok, diff, detail = compare_grads(ref.grads, run_backward(model, model, "neuron"))
+        elif name in ("forward-compiled", "backward-compiled"):
+            if "error" in shared:  # the shared compiled call already failed: same error for both steps
+                raise shared["error"]
+            if "counts" not in shared:
+                _train_compiled(ref, model, shared)
+                result.data["compile"]["forward+backward-compiled"] = shared["counts"].__dict__
+            counts = shared["counts"]
+            if name == "forward-compiled":
+                ok, diff, detail = compare_logits(ref.logits, shared["logits"])
+            else:
+                ok, diff, detail = compare_grads(ref.grads, shared["grads"])
+        else:
+            compiled = name == "generate-compiled"
+            if compiled:
+                torch._dynamo.reset()
+                before = compile_counters.snapshot()
+            try:
+                tokens = run_generate(model, "neuron", ref.cache, compiled=compiled)
+            finally:
+                if compiled:
+                    counts = compile_counters.snapshot() - before
+                    result.data["compile"][name] = counts.__dict__
+            ok, detail = compare_tokens(ref.tokens, tokens)
+            diff = None
+            if compiled and ok and counts.graphs == 0:
+                result.step(name, "n/a", seconds=round(time.monotonic() - t0, 2),
+                            detail="Transformers does not compile this model's generate() (no compileable cache)")
+                return
+        category = None if ok else NUMERIC
+        if not ok and name.startswith("backward") and getattr(ref, "untied", 0) > 0:
+            detail += (f" ({ref.untied} tied parameter(s) of the CPU model are separate Parameters after "
+                       ".to('neuron'): their grads are split)")
+        if ok and counts is not None:
+            category, detail = _compile_verdict(counts)
+            ok = category is None
+        result.step(name, "pass" if ok else "fail", category=category, error=detail or None,
+                    max_abs_diff=diff, seconds=round(time.monotonic() - t0, 2))
+    except Exception as e:  # noqa: BLE001 - every failure is a result to report
+        if name == "forward-compiled":
+            shared["error"] = e
+        result.step(name, "fail", category=classify(e), error=first_line(e),
+                    seconds=round(time.monotonic() - t0, 2), traceback=traceback.format_exc(limit=-6))
+
+
+def run(arch: str, mode: str, out: str) -> int:
+    result = Result(out, arch, mode)
+    steps = {"eager": EAGER_STEPS, "compiled": COMPILED_STEPS, "both": STEPS}[mode]
+    import torch  # noqa: F401 - loads torch_neuronx (autoload)
+    import transformers
+    transformers.logging.set_verbosity_error()
+    from .categories import CPU_FAILS, NEEDS_PACKAGE, classify, first_line
+    try:
+        ref = CpuReference(arch, result, want_generate=any(s.startswith("generate") for s in steps))
+    except Exception as e:  # noqa: BLE001 - the architecture cannot run here at all
+        category = NEEDS_PACKAGE if classify(e) == NEEDS_PACKAGE else CPU_FAILS
+        result.data["cpu"] = {"status": "fail", "category": category, "error": first_line(e),
+                              "traceback": traceback.format_exc(limit=-6)}
+        result.running(None)
+        return 0
+    result.data["cpu"] = {"status": "pass"}
+    try:
+        model = ref.neuron_copy()
+    except Exception as e:  # noqa: BLE001
+        for name in steps:
+            result.step(name, "fail", category=classify(e), error="moving the model to neuron: " + first_line(e))
+        return 0
+    shared: dict = {}
+    for name in steps:
+        _run_neuron_step(name, ref, model, result, shared)
+    result.running(None)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("arch")
+    parser.add_argument("--mode", choices=("eager", "compiled", "both"), default="both")
+    parser.add_argument("--out", required=True, help="result JSON file")
+    args = parser.parse_args(argv)
+    return run(args.arch, args.mode, args.out)
+
+
+if __name__ == "__main__":
+    # exit without tearing down the interpreter: some models leave threads/handles that
+    # make a normal shutdown slow, and the result is already on disk
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
