@@ -1,0 +1,123 @@
+"""`torchneuron compat`: the command that runs the matrix and writes the report."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from .runner import DEFAULT_TIMEOUT
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "compat", help="compatibility matrix of Transformers causal-LM architectures (eager and compiled)",
+        description="Build a tiny random model of every causal-LM architecture in Transformers, run forward, "
+                    "backward and greedy generate() on CPU and on neuron (eager and torch.compile), and write "
+                    "OUT/compat.json and OUT/compat.md. Exit code 1 if an architecture that passes on CPU fails "
+                    "on neuron.")
+    p.add_argument("--arch", nargs="+", metavar="NAME", help="model_type(s) to run (default: all of them)")
+    p.add_argument("--mode", choices=("eager", "compiled", "both"), default="both")
+    p.add_argument("--jobs", type=int, default=1, help="architectures run at once (one process each; default 1)")
+    p.add_argument("--out", default="compat-report", metavar="DIR", help="report directory (default ./compat-report)")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
+                   help=f"seconds per architecture before it is reported as timeout (default {DEFAULT_TIMEOUT})")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the architectures already in OUT/compat.json, run only the others, merge")
+    p.add_argument("--merge", action="store_true",
+                   help="run the architectures asked for and replace their rows in OUT/compat.json, keeping the rest")
+    p.add_argument("--combine", nargs="+", metavar="DIR",
+                   help="run nothing: merge the reports in DIR... (e.g. an eager and a compiled run) into OUT")
+    p.add_argument("--list", action="store_true", help="list the architectures and exit")
+    p.set_defaults(fn=main)
+
+
+def _interrupt(signum, frame):
+    """SIGTERM (a timeout, a kill) ends the run as Ctrl-C does: the runner then ends its workers."""
+    raise KeyboardInterrupt
+
+
+def _status_text(result: dict, modes: list[str]) -> str:
+    from . import report
+    if not report.cpu_passes(result):
+        return f"[yellow]{result['cpu'].get('category')}[/yellow]: {result['cpu'].get('error', '')[:90]}"
+    parts = []
+    for m in modes:
+        if report.compatible(result, m):
+            parts.append(f"{m} [green]pass[/green]")
+        else:
+            bad = next(s for s in report.MODE_STEPS[m] if result["steps"].get(s, {}).get("status") not in report.OK)
+            cat = result["steps"].get(bad, {}).get("category", "not run")
+            parts.append(f"{m} [red]FAIL[/red] {bad} ({cat})")
+    return "  ".join(parts)
+
+
+def main(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from . import report
+    from .architectures import causal_lm_architectures
+    from .runner import run_matrix
+
+    import signal
+    signal.signal(signal.SIGTERM, _interrupt)
+    console = Console()
+    known = causal_lm_architectures()
+    if args.list:
+        for arch, cls in known.items():
+            console.print(f"{arch:30s} {cls}")
+        return 0
+    if args.combine:
+        merged: dict[str, dict] = {}
+        for d in args.combine:
+            merged = report.merge(merged, report.load(os.path.join(d, "compat.json")))
+        _, mpath = report.write(merged, args.out, vars_for_json(args))
+        for m in report.modes_run(merged):
+            console.print(escape(report.summarize(merged, m).line()))
+        console.print(f"report: {mpath}")
+        return 0
+    archs = args.arch or list(known)
+    unknown = [a for a in archs if a not in known]
+    if unknown:
+        console.print(f"[red]error:[/red] not in Transformers' causal-LM mapping: {', '.join(unknown)} "
+                      "(see `torchneuron compat --list`)")
+        return 2
+    previous: dict[str, dict] = {}
+    existing = os.path.join(args.out, "compat.json")
+    if (args.resume or args.merge) and os.path.exists(existing):
+        previous = report.load(existing)
+        if args.resume:
+            archs = [a for a in archs if a not in previous]
+    modes = ["eager", "compiled"] if args.mode == "both" else [args.mode]
+
+    columns = (SpinnerColumn(), TextColumn("{task.description:<26}"), BarColumn(bar_width=24), MofNCompleteColumn(),
+               TimeElapsedColumn(), TextColumn("{task.fields[status]}"))
+    merged = dict(previous)
+    with Progress(*columns, console=console) as progress:
+        overall = progress.add_task("[bold]architectures", total=len(archs), status="")
+        rows: dict[str, int] = {}
+
+        def on_start(arch: str) -> None:
+            rows[arch] = progress.add_task(arch, total=None, status="running")
+
+        def on_done(arch: str, result: dict) -> None:
+            progress.remove_task(rows.pop(arch))
+            secs = result.get("seconds", {}).get("total", 0)
+            progress.console.print(f"{arch:26s} {secs:6.1f}s  {_status_text(result, modes)}")
+            progress.advance(overall)
+            merged.update(report.merge(merged, {arch: result}) if args.merge else {arch: result})
+            report.write(merged, args.out, vars_for_json(args))  # a report on disk even if the run is cut short
+
+        results = run_matrix(archs, args.mode, args.jobs, args.timeout, on_start=on_start, on_done=on_done)
+    merged = report.merge(previous, results) if args.merge else {**previous, **results}
+    jpath, mpath = report.write(merged, args.out, vars_for_json(args))
+    for m in report.modes_run(merged):
+        console.print(escape(report.summarize(merged, m).line()))
+    console.print(f"report: {mpath}  {jpath}")
+    ok = all(report.compatible(r, m) for r in merged.values() if report.cpu_passes(r) for m in modes)
+    return 0 if ok else 1
+
+
+def vars_for_json(args: argparse.Namespace) -> dict:
+    return {k: v for k, v in vars(args).items() if k != "fn"}

@@ -1,0 +1,196 @@
+"""The matrix's verdicts, summary lines, JSON and Markdown.
+
+An architecture counts only if it passes on CPU (the reference exists): one
+that fails there too is listed with its reason, outside the percentage. It is
+compatible in a mode when every step of that mode passed on neuron ("n/a",
+e.g. generate() of a model class that cannot generate, counts as passed).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from dataclasses import dataclass
+
+from . import categories
+from .worker import COMPILED_STEPS, EAGER_STEPS, STEPS
+
+MODE_STEPS = {"eager": EAGER_STEPS, "compiled": COMPILED_STEPS}
+OK = ("pass", "n/a")
+
+
+def cpu_passes(result: dict) -> bool:
+    return result.get("cpu", {}).get("status") == "pass"
+
+
+def ran(result: dict, mode: str) -> bool:
+    """Whether the result has the steps of `mode` (a merged report may hold one mode for some architectures)."""
+    return any(s in result.get("steps", {}) for s in MODE_STEPS[mode])
+
+
+def compatible(result: dict, mode: str) -> bool:
+    """Every step of `mode` passed on neuron (the architecture must pass on CPU)."""
+    return cpu_passes(result) and all(result["steps"].get(s, {}).get("status") in OK for s in MODE_STEPS[mode])
+
+
+def modes_run(results: dict[str, dict]) -> list[str]:
+    """The modes present in the results (a run with --mode eager has no compiled steps)."""
+    ran = {s for r in results.values() for s in r.get("steps", {})}
+    return [m for m, steps in MODE_STEPS.items() if ran & set(steps)] or \
+        [m for m in MODE_STEPS if any(r.get("mode") in (m, "both") for r in results.values())]
+
+
+@dataclass
+class Summary:
+    mode: str
+    compatible: int  # N: CPU-passing architectures whose every step of the mode passed on neuron
+    cpu_passing: int  # M: architectures that pass on CPU (and ran in this mode)
+    total: int  # architectures in the results
+    cpu_failing: int  # not counted: they fail on CPU too
+    not_run: int = 0  # CPU-passing architectures without this mode's steps (a partial run)
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.compatible / self.cpu_passing if self.cpu_passing else 0.0
+
+    def line(self) -> str:
+        extra = f"; {self.not_run} not run in this mode" if self.not_run else ""
+        return (f"{self.mode:8s} compatible: {self.compatible}/{self.cpu_passing} ({self.percent:.1f}%)"
+                f"  [{self.cpu_failing} of {self.total} architectures fail on CPU too: not counted{extra}]")
+
+
+def summarize(results: dict[str, dict], mode: str) -> Summary:
+    passing = [r for r in results.values() if cpu_passes(r)]
+    counted = [r for r in passing if ran(r, mode)]
+    return Summary(mode, sum(compatible(r, mode) for r in counted), len(counted), len(results),
+                   len(results) - len(passing), len(passing) - len(counted))
+
+
+def failures(results: dict[str, dict]) -> dict[str, list[tuple[str, str, str]]]:
+    """category -> [(arch, step, first error line)] for neuron failures (the plugin's side)."""
+    out: dict[str, list[tuple[str, str, str]]] = {}
+    for arch, r in results.items():
+        if not cpu_passes(r):
+            continue
+        for step in STEPS:
+            s = r["steps"].get(step)
+            if s and s.get("status") == "fail":
+                out.setdefault(s.get("category") or categories.ERROR, []).append((arch, step, s.get("error", "")))
+    return out
+
+
+def not_plugin(results: dict[str, dict]) -> list[tuple[str, str, str]]:
+    """(arch, category, reason) for architectures that fail on CPU too."""
+    return [(a, r["cpu"].get("category", categories.CPU_FAILS), r["cpu"].get("error", ""))
+            for a, r in results.items() if not cpu_passes(r)]
+
+
+def versions() -> dict[str, str]:
+    import importlib.metadata as md
+    import platform
+    out = {}
+    for dist in ("torch-neuronx", "torch", "transformers"):
+        try:
+            out[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            out[dist] = "not installed"
+    out["python"] = platform.python_version()
+    return out
+
+
+def to_json(results: dict[str, dict], args: dict | None = None) -> dict:
+    return {"date": datetime.date.today().isoformat(), "versions": versions(), "args": args or {},
+            "summary": {m: summarize(results, m).__dict__ | {"percent": round(summarize(results, m).percent, 2)}
+                        for m in modes_run(results)},
+            "results": results}
+
+
+def _cell(step: dict | None) -> str:
+    if not step:
+        return "not run"
+    status = step.get("status")
+    if status == "fail":
+        return f"**FAIL** ({step.get('category', categories.ERROR)})"
+    return status
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(results: dict[str, dict], date: str | None = None, vers: dict | None = None) -> str:
+    date = date or datetime.date.today().isoformat()
+    vers = vers or versions()
+    mode_list = modes_run(results)
+    lines = [f"Run on {date} with " + ", ".join(f"{k} {v}" for k, v in vers.items()) + ".", ""]
+    lines += ["```"] + [summarize(results, m).line() for m in mode_list] + ["```", ""]
+
+    steps = [s for m in mode_list for s in MODE_STEPS[m]]
+    cols = ["architecture"] + steps + (["recompiles", "graph breaks"] if "compiled" in mode_list else [])
+    lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for arch, r in sorted(results.items()):
+        if not cpu_passes(r):
+            reason = r["cpu"].get("category", categories.CPU_FAILS)
+            lines.append(f"| {arch} | " + " | ".join([f"_{reason}_"] + [""] * (len(cols) - 2)) + " |")
+            continue
+        row = [arch] + [_cell(r["steps"].get(s)) for s in steps]
+        if "compiled" in mode_list:
+            counts = r.get("compile", {}).values()
+            row += ([str(sum(c.get("recompiles", 0) for c in counts)), str(sum(c.get("graph_breaks", 0) for c in counts))]
+                    if counts else ["", ""])
+        lines.append("| " + " | ".join(row) + " |")
+
+    fails = failures(results)
+    lines += ["", "## Failures on neuron, by category", ""]
+    if not fails:
+        lines.append("None.")
+    for cat in sorted(fails, key=lambda c: (-len(fails[c]), c)):
+        lines.append(f"### {cat} ({len(fails[cat])})")
+        lines.append("")
+        for arch, step, err in fails[cat]:
+            lines.append(f"- `{arch}` {step}: {_escape(err)}")
+        lines.append("")
+    others = not_plugin(results)
+    lines += ["", "## Not counted: the architecture fails on CPU too", ""]
+    if not others:
+        lines.append("None.")
+    for arch, cat, err in others:
+        lines.append(f"- `{arch}` ({cat}): {_escape(err)}")
+    return "\n".join(lines) + "\n"
+
+
+def write(results: dict[str, dict], out_dir: str, args: dict | None = None) -> tuple[str, str]:
+    """Write compat.json and compat.md into `out_dir`; returns their paths."""
+    import os
+    os.makedirs(out_dir, exist_ok=True)
+    doc = to_json(results, args)
+    jpath, mpath = os.path.join(out_dir, "compat.json"), os.path.join(out_dir, "compat.md")
+    with open(jpath, "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+    with open(mpath, "w") as f:
+        f.write(to_markdown(results, doc["date"], doc["versions"]))
+    return jpath, mpath
+
+
+def merge(into: dict[str, dict], new: dict[str, dict]) -> dict[str, dict]:
+    """Results of two runs (say an eager run and a compiled one) as one: per step, the newer result wins."""
+    out = {a: json.loads(json.dumps(r)) for a, r in into.items()}
+    for arch, r in new.items():
+        old = out.get(arch)
+        if old is None or not cpu_passes(old) or not cpu_passes(r):
+            out[arch] = r if old is None or cpu_passes(r) or not cpu_passes(old) else old
+            continue
+        old["steps"].update(r.get("steps", {}))
+        old.setdefault("compile", {}).update(r.get("compile", {}))
+        old["mode"] = "both" if old.get("mode") != r.get("mode") else r.get("mode")
+        for key in ("cache", "cache_note", "model_class"):
+            if r.get(key) is not None:
+                old[key] = r[key]
+        old["seconds"] = {**old.get("seconds", {}), **{f"{r.get('mode')}:{k}": v for k, v in r.get("seconds", {}).items()}}
+    return out
+
+
+def load(path: str) -> dict[str, dict]:
+    """Results from a compat.json (to merge runs done in chunks)."""
+    with open(path) as f:
+        return json.load(f)["results"]
