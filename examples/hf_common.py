@@ -95,3 +95,22 @@ def text_dataset(n: int = 64, seed: int = 0):
 
 def max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a.detach().float().cpu() - b.detach().float().cpu()).abs().max().item()
+
+
+def run_plain_cpu(code: str, timeout: int = 600) -> str:
+    """Run `code` in a fresh interpreter with the plugin NOT loaded (TORCH_DEVICE_BACKEND_AUTOLOAD=0): what a user
+    without Neuron sees. Returns stdout; raises with stderr on failure. The code may print a JSON result."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", HF_HUB_OFFLINE="1")
+    for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+              "TORCHELASTIC_RUN_ID", "GROUP_RANK", "ROLE_RANK"):
+        env.pop(k, None)
+    guard = ("import sys, torch\n"
+             "assert 'torch_neuronx' not in sys.modules and not hasattr(torch, 'neuron'), 'plugin loaded'\n")
+    r = subprocess.run([sys.executable, "-c", guard + code], capture_output=True, text=True, env=env,
+                       timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"plain-CPU subprocess failed:\n{r.stderr[-4000:]}")
+    return r.stdout
