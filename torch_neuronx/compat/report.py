@@ -123,6 +123,11 @@ def to_markdown(results: dict[str, dict], date: str | None = None, vers: dict | 
     vers = vers or versions()
     mode_list = modes_run(results)
     lines = [f"Run on {date} with " + ", ".join(f"{k} {v}" for k, v in vers.items()) + ".", ""]
+    previewed = sorted({f for r in results.values() for f in r.get("preview_fixes", [])})
+    if previewed:
+        lines += [f"**Preview run**: stand-ins for unfixed plugin bugs were applied ({', '.join(previewed)}; "
+                  "TORCHNEURON_COMPAT_PREVIEW_FIXES=1): these numbers are what the matrix will show once they "
+                  "are fixed, not the state of the plugin.", ""]
     lines += ["```"] + [summarize(results, m).line() for m in mode_list] + ["```", ""]
 
     steps = [s for m in mode_list for s in MODE_STEPS[m]]
