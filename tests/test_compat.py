@@ -163,8 +163,12 @@ def test_error_categories():
         == "device mismatch"
     assert classify(ImportError("needs timm")) == "needs package"
     assert classify(ValueError("something else")) == "error"
-    from torch._dynamo.exc import InvalidBackend
+    from torch._dynamo.exc import BackendCompilerFailed, InvalidBackend
     assert classify(InvalidBackend("nope")) == "compile error"
+    # a plugin gap hit while compiling is that gap; anything else the backend raises is a compile error
+    wrapped = BackendCompilerFailed("neuron", NotImplementedError('"histogram_cpu" not implemented for \'Int\''), None)
+    assert classify(wrapped) == "missing op" and "histogram_cpu" in first_line(wrapped)
+    assert classify(BackendCompilerFailed("neuron", TypeError("bad"), None)) == "compile error"
     assert first_line(ValueError("first\nsecond")) == "ValueError: first"
     assert torch.neuron.is_available()
 

@@ -27,10 +27,18 @@ PLUGIN_CATEGORIES = (MISSING_OP, DTYPE, GRAPH_BREAK, RECOMPILE, NUMERIC, TIMEOUT
 NOT_PLUGIN_CATEGORIES = (CPU_FAILS, NEEDS_PACKAGE)
 
 
+def _inner(exc: BaseException) -> BaseException | None:
+    """The error a compile backend raised, wrapped by Dynamo's BackendCompilerFailed."""
+    inner = getattr(exc, "inner_exception", None)
+    return inner if isinstance(inner, BaseException) else None
+
+
 def first_line(exc: BaseException) -> str:
     """`Type: first line of the message` (the part of an error a table can show)."""
     lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
     msg = lines[0] if lines else ""
+    if msg.endswith("raised:") and len(lines) > 1:
+        msg = f"{msg} {lines[1]}"  # "backend='neuron' raised: TypeError: ..." - the cause is the next line
     if len(msg) > 300:
         msg = msg[:297] + "..."
     return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
@@ -44,6 +52,9 @@ def classify(exc: BaseException) -> str:
     module = type(exc).__module__ or ""
     if isinstance(exc, ImportError):
         return NEEDS_PACKAGE
+    inner = _inner(exc)
+    if inner is not None and classify(inner) in (MISSING_OP, DTYPE, DEVICE):
+        return classify(inner)  # the backend hit a plugin gap while compiling: that gap is the category
     # A kernel that neither the device nor the fallback provides: PyTorch's
     # dispatcher message ("Could not run 'aten::x' with arguments from the
     # 'neuron' backend"), or NotImplementedError raised by a kernel.
