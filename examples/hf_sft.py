@@ -38,6 +38,7 @@ class ScriptArguments:
     loss_rtol: float | None = field(default=None, metadata={
         "help": "relative tolerance of the loss comparison (default: 1e-5 in fp32, 5e-3 under bf16 autocast)"})
     result_json: str | None = field(default=None, metadata={"help": "write losses and shapes here"})
+    num_texts: int | None = field(default=None, metadata={"help": "dataset size (default: enough for max_steps)"})
 
 
 def parse(argv=None):
@@ -61,7 +62,7 @@ def train(script: ScriptArguments, config):
     # enough text for max_steps full blocks of max_length tokens (about 4 characters per token here)
     tokens_needed = config.max_length * config.per_device_train_batch_size * config.gradient_accumulation_steps \
         * config.max_steps * max(1, int(os.environ.get("WORLD_SIZE", "1")))
-    dataset = hf_common.text_dataset(n=max(32, math.ceil(tokens_needed / 40) + 16), seed=0)
+    dataset = hf_common.text_dataset(n=script.num_texts or max(32, math.ceil(tokens_needed / 40) + 16), seed=0)
 
     if config.model_init_kwargs is None and config.device.type == "neuron" and config.world_size == 1:
         # One process, one NeuronCore. TRL's default device_map="auto" would spread this process's model over
