@@ -37,8 +37,9 @@ def first_line(exc: BaseException) -> str:
     """`Type: first line of the message` (the part of an error a table can show)."""
     lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
     msg = lines[0] if lines else ""
-    if msg.endswith("raised:") and len(lines) > 1:
-        msg = f"{msg} {lines[1]}"  # "backend='neuron' raised: TypeError: ..." - the cause is the next line
+    if msg.endswith(":") and len(lines) > 1:
+        # "backend='neuron' raised:" / "Class validation error for validator 'x':" - the cause is the next line
+        msg = f"{msg} {lines[1]}"
     if len(msg) > 300:
         msg = msg[:297] + "..."
     return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__

@@ -155,8 +155,15 @@ def to_markdown(results: dict[str, dict], date: str | None = None, vers: dict | 
         for arch, step, err in fails[cat]:
             lines.append(f"- `{arch}` {step}: {_escape(err)}")
         lines.append("")
+    lines.append("")
+    notes = [(a, r[k]) for a, r in sorted(results.items()) if cpu_passes(r)
+             for k in ("cache_note", "loss_note") if r.get(k)]
+    if notes:
+        lines += ["## How some architectures were run", ""]
+        lines += [f"- `{arch}`: {_escape(note)}" for arch, note in notes]
+        lines.append("")
     others = not_plugin(results)
-    lines += ["", "## Not counted: the architecture fails on CPU too", ""]
+    lines += ["## Not counted: the architecture fails on CPU too", ""]
     if not others:
         lines.append("None.")
     for arch, cat, err in others:
