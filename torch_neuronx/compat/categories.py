@@ -54,13 +54,15 @@ def classify(exc: BaseException) -> str:
     if isinstance(exc, ImportError):
         return NEEDS_PACKAGE
     inner = _inner(exc)
-    if inner is not None and classify(inner) in (MISSING_OP, DTYPE, DEVICE):
+    if inner is not None and classify(inner) in (MISSING_OP, DEVICE, DTYPE):
         return classify(inner)  # the backend hit a plugin gap while compiling: that gap is the category
     # A kernel that neither the device nor the fallback provides: PyTorch's
     # dispatcher message ("Could not run 'aten::x' with arguments from the
     # 'neuron' backend"), or NotImplementedError raised by a kernel.
     if "could not run" in low and "backend" in low or isinstance(exc, NotImplementedError) and "aten::" in text:
         return MISSING_OP
+    if "not implemented for" in low and not module.startswith("torch._dynamo"):
+        return MISSING_OP  # a kernel without this dtype ('"histogram_cpu" not implemented for 'Int'')
     if "recompile" in low and ("limit" in low or "guard" in low) or name in ("RecompileError", "FailOnRecompileLimitHit"):
         return RECOMPILE
     if module.startswith("torch._dynamo") and name in ("Unsupported", "UncapturedHigherOrderOpError") \
@@ -76,3 +78,14 @@ def classify(exc: BaseException) -> str:
     if isinstance(exc, NotImplementedError):
         return MISSING_OP
     return ERROR
+
+
+def refine(category: str | None, error: str) -> str | None:
+    """A category recorded as "compile error" whose message names a missing kernel is a missing op.
+
+    Inductor re-raises a kernel's NotImplementedError as RuntimeError("... not
+    implemented for 'torch.int32'"); the report sorts it with the eager gap.
+    """
+    if category == COMPILE and "not implemented for" in (error or ""):
+        return MISSING_OP
+    return category

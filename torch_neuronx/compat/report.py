@@ -75,7 +75,8 @@ def failures(results: dict[str, dict]) -> dict[str, list[tuple[str, str, str]]]:
         for step in STEPS:
             s = r["steps"].get(step)
             if s and s.get("status") == "fail":
-                out.setdefault(s.get("category") or categories.ERROR, []).append((arch, step, s.get("error", "")))
+                cat = categories.refine(s.get("category"), s.get("error", "")) or categories.ERROR
+                out.setdefault(cat, []).append((arch, step, s.get("error", "")))
     return out
 
 
@@ -110,7 +111,7 @@ def _cell(step: dict | None) -> str:
         return "not run"
     status = step.get("status")
     if status == "fail":
-        return f"**FAIL** ({step.get('category', categories.ERROR)})"
+        return f"**FAIL** ({categories.refine(step.get('category'), step.get('error', '')) or categories.ERROR})"
     return status
 
 
