@@ -41,8 +41,11 @@ def test_from_pretrained_device_map_neuron_bf16_generate_static_cache_eager(tiny
 @pytest.mark.skipif(not hf_inference.neuron_compile_available(),
                     reason="torch.compile backend 'neuron' not registered yet")
 def test_generate_static_cache_compiled_with_neuron_backend(tiny_path, reference):
+    from torch._dynamo.utils import counters
     ref_logits, ref_tokens = reference
+    graphs_before = counters["stats"]["unique_graphs"]
     model, logits, tokens = hf_inference.run_neuron(tiny_path, NEW_TOKENS, compiled=True)
+    assert counters["stats"]["unique_graphs"] > graphs_before, "no graph was compiled"
     assert hasattr(model, "_compiled_call"), "generate() did not compile on neuron"
     assert model._last_compile_config.backend == "neuron"
     assert model._last_compile_config.dynamic is False
