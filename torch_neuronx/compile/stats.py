@@ -1,0 +1,204 @@
+"""Compile accounting: what torch_neuronx.compile_stats() and torch.neuron.get_dynamo_metrics() report.
+
+On Neuron every new input shape is a new graph to compile, and recompiling
+every step is the most common performance complaint. So each compiled graph
+is counted, each recompile is logged with the input whose shape changed and
+what to do about it, and each graph break is recorded with its reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Sequence
+
+import torch
+
+log = logging.getLogger("torch_neuronx.compile")
+
+PAD_MULTIPLE = 128  # Neuron's preferred tile multiple for padded sequence/batch sizes
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {}
+_signatures: dict[int, list[dict[str, tuple]]] = {}  # Dynamo frame id -> input signatures compiled so far
+_logged_breaks: set[tuple[str, str]] = set()
+_in_backend = threading.local()
+
+
+def reset() -> None:
+    """Forget all counts (torch.neuron.reset_dynamo_metrics)."""
+    with _lock:
+        _state.clear()
+        _state.update(graphs_compiled=0, neffs_built=0, cache_hits=0, cache_corrupt_entries=0, compile_seconds=0.0,
+                      recompiles=[], graph_breaks=[])
+        _signatures.clear()
+        _logged_breaks.clear()
+
+
+reset()
+
+
+def compile_stats() -> dict[str, Any]:
+    """Counts since the start of the process (or the last reset()).
+
+    graphs_compiled   graphs Dynamo captured and the neuron backend compiled (one per input shape)
+    neffs_built       compiled units (forward, backward or inference graphs) generated from scratch
+    cache_hits        compiled units loaded from the NEFF cache instead (TORCH_NEURONX_NEFF_CACHE_DIR)
+    cache_corrupt_entries  cache entries found damaged, deleted and rebuilt
+    recompiles        one entry per recompile: function, reason, changed inputs (name, old, new shape)
+    graph_breaks      one entry per graph break: reason and user code location
+    compile_seconds   wall time spent compiling
+    """
+    with _lock:
+        out = {k: (list(v) if isinstance(v, list) else v) for k, v in _state.items()}
+    out["num_recompiles"] = len(out["recompiles"])
+    out["num_graph_breaks"] = len(out["graph_breaks"])
+    return out
+
+
+def input_names(gm: torch.fx.GraphModule, count: int) -> list[str]:
+    """User-facing names of the graph inputs (Dynamo sources such as L['input_ids'])."""
+    names = []
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        source = getattr(node.meta.get("grapharg"), "source", None)
+        name = getattr(source, "name", None) if source is not None else None
+        names.append((name() if callable(name) else name) or node.target)
+    names += [f"input {i}" for i in range(len(names), count)]
+    return names[:count]
+
+
+def _signature(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> dict[str, tuple]:
+    sig = {}
+    for name, x in zip(input_names(gm, len(example_inputs)), example_inputs):
+        if isinstance(x, torch.Tensor):
+            sig[name] = (tuple(x.shape), x.dtype)
+        elif isinstance(x, (int, float, bool)):
+            sig[name] = (x, type(x))
+    return sig
+
+
+def _frame_and_compile_index() -> tuple[int | None, int]:
+    from torch._guards import CompileContext
+    compile_id = CompileContext.current_compile_id()
+    if compile_id is None:
+        return None, 0
+    return compile_id.frame_id, compile_id.frame_compile_id or 0
+
+
+def _function_name() -> str:
+    """The user function whose frame Dynamo is compiling."""
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+        code = InstructionTranslator.current_tx().f_code
+        return f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+    except Exception:
+        return "<unknown function>"
+
+
+def _dynamo_recompile_reason() -> str | None:
+    try:
+        from torch._dynamo.utils import get_metrics_context
+        return get_metrics_context()._metrics.get("recompile_reason")  # what Dynamo found the guards failed on
+    except Exception:
+        return None
+
+
+def _changed_inputs(old: dict[str, tuple], new: dict[str, tuple]) -> list[dict[str, Any]]:
+    changed = []
+    for name, (value, kind) in new.items():
+        if name in old and old[name] != (value, kind):
+            changed.append({"input": name, "old": old[name][0], "new": value,
+                            "old_dtype": str(old[name][1]), "new_dtype": str(kind)})
+    return changed
+
+
+def _closest(previous: list[dict[str, tuple]], sig: dict[str, tuple]) -> dict[str, tuple]:
+    return min(previous, key=lambda old: len(_changed_inputs(old, sig)))
+
+
+def _advice(changed: list[dict[str, Any]]) -> str:
+    dims = []
+    for c in changed:
+        old, new = c["old"], c["new"]
+        if isinstance(old, tuple) and isinstance(new, tuple) and len(old) == len(new):
+            for d, (a, b) in enumerate(zip(old, new)):
+                if a != b:
+                    padded = -(-max(a, b) // PAD_MULTIPLE) * PAD_MULTIPLE
+                    dims.append(f"{c['input']} dim {d}: {a} -> {b}, pad to {padded}")
+    if not dims:
+        return "Dynamo's guards on this graph failed; keep what they check (dtypes, flags, Python values) fixed."
+    return (f"Neuron compiles one graph per input shape: pad varying dimensions to a fixed size, e.g. a "
+            f"multiple of {PAD_MULTIPLE} ({'; '.join(dims)}); for generation use a static KV cache "
+            f"(cache_implementation=\"static\").")
+
+
+def begin_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> None:
+    """Called by the backend for each graph Dynamo captured: count it, explain recompiles and graph breaks."""
+    frame_id, compile_index = _frame_and_compile_index()
+    sig = _signature(gm, example_inputs)
+    reason = getattr(gm, "compile_subgraph_reason", None)
+    with _lock:
+        _state["graphs_compiled"] += 1
+        previous = _signatures.setdefault(frame_id, []) if frame_id is not None else []
+        recompile = compile_index > 0 and bool(previous)
+        if recompile:
+            changed = _changed_inputs(_closest(previous, sig), sig)
+            entry = {"function": _function_name(), "reason": _dynamo_recompile_reason() or "guard failure",
+                     "changed_inputs": changed, "graph": _state["graphs_compiled"]}
+            _state["recompiles"].append(entry)
+        if frame_id is not None:
+            previous.append(sig)
+        if reason is not None and getattr(reason, "graph_break", False):
+            where = _user_location(reason)
+            _state["graph_breaks"].append({"reason": str(reason.reason), "location": where})
+            new_break = (str(reason.reason), where) not in _logged_breaks
+            _logged_breaks.add((str(reason.reason), where))
+        else:
+            new_break = False
+    _in_backend.active = True
+    if recompile:
+        _log_recompile(entry)
+    if new_break:
+        log.warning("neuron: graph break at %s: %s. The code around it runs eagerly on neuron; the graph "
+                    "before it is compiled on its own.", where, reason.reason)
+
+
+def end_graph(seconds: float) -> None:
+    _in_backend.active = False
+    with _lock:
+        _state["compile_seconds"] += seconds
+
+
+def record_neff(kind: str, cache_hit: bool, seconds: float) -> None:
+    with _lock:
+        _state["cache_hits" if cache_hit else "neffs_built"] += 1
+        # Backward graphs may be compiled lazily, after the backend returned: count their time here.
+        if not getattr(_in_backend, "active", False):
+            _state["compile_seconds"] += seconds
+
+
+def record_corrupt_entry() -> None:
+    with _lock:
+        _state["cache_corrupt_entries"] += 1
+
+
+def _user_location(reason: Any) -> str:
+    stack = getattr(reason, "user_stack", None) or []
+    if not stack:
+        return "<unknown location>"
+    frame = stack[-1]
+    return f"{frame.name} ({frame.filename}:{frame.lineno})"
+
+
+def _log_recompile(entry: dict[str, Any]) -> None:
+    changed = entry["changed_inputs"]
+    if changed:
+        what = ", ".join(f"input {c['input']} changed shape {c['old']} -> {c['new']}" if c["old_dtype"] == c["new_dtype"]
+                         else f"input {c['input']} changed {c['old']} {c['old_dtype']} -> {c['new']} {c['new_dtype']}"
+                         for c in changed)
+    else:
+        what = entry["reason"]
+    log.warning("neuron: recompiling %s (graph #%d): %s. %s", entry["function"], entry["graph"], what,
+                _advice(changed))
