@@ -1,0 +1,157 @@
+"""Retarget an ATen graph traced on neuron tensors to the host, for Inductor's C++ backend.
+
+The emulated NeuronCore's memory is host RAM and its kernels are host code, so
+"compiling for the NeuronCore" means generating fused host kernels. Inductor's
+CPU backend does exactly that, but it only knows the "cpu" device: its
+scheduler, fusion rules and wrapper make ~100 decisions on `device.type ==
+"cpu"`. Teaching it a second host-like device would mean patching all of
+them. Instead the graph that AOTAutograd hands to the compiler is rewritten
+once, at compile time, to say "cpu" wherever it said "neuron" (device
+arguments, constants, fake-tensor metadata). Inductor then compiles a plain
+CPU graph, and at run time the result is fed zero-copy host views of the
+device tensors (see launch.py), exactly as the eager fallback does per op.
+
+What the rewrite records is a `HostGraphPlan`: which inputs are device
+tensors (they travel through the launch op and get host views), which
+outputs come back to the device, and which stay on the host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensor
+
+NEURON = "neuron"
+
+
+@dataclasses.dataclass(frozen=True)
+class HostGraphPlan:
+    device_index: int
+    device_inputs: tuple[int, ...]   # graph inputs that are neuron tensors
+    device_outputs: tuple[int, ...]  # graph outputs that must come back as neuron tensors
+    num_outputs: int
+    # per device output: position in device_inputs of the graph input it returns as is, or -1
+    output_input_candidates: tuple[int, ...]
+    uses_rng: bool                   # draws random numbers: run with the core's generator
+
+
+@dataclasses.dataclass
+class HostGraph:
+    gm: torch.fx.GraphModule
+    example_inputs: list[Any]
+    plan: HostGraphPlan
+
+
+def _is_neuron(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and x.device.type == NEURON
+
+
+def _host_device(x: Any) -> Any:
+    """torch.device("neuron", i) -> torch.device("cpu"), recursively through args."""
+    if isinstance(x, torch.device) and x.type == NEURON:
+        return torch.device("cpu")
+    if isinstance(x, (list, tuple)):
+        return type(x)(_host_device(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _host_device(v) for k, v in x.items()}
+    return x
+
+
+def _fake_mode(example_inputs: Sequence[Any]):
+    from torch._guards import detect_fake_mode
+    mode = detect_fake_mode(example_inputs)
+    if mode is None:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
+    return mode
+
+
+def _host_example(x: Any, mode) -> Any:
+    """A host fake tensor with the same sizes, strides and storage offset as the device one."""
+    if not _is_neuron(x):
+        return x
+    with mode:
+        if x.storage_offset() == 0:
+            return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="cpu")
+        base = torch.empty(x.untyped_storage().nbytes() // x.element_size(), dtype=x.dtype, device="cpu")
+        return base.as_strided(x.shape, x.stride(), x.storage_offset())
+
+
+_RNG_OPS = {"rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "bernoulli", "normal",
+            "uniform", "native_dropout", "multinomial", "randperm", "exponential", "inductor_random",
+            "inductor_seeds", "philox_rand", "seed"}
+
+
+def _uses_rng(gm: torch.fx.GraphModule) -> bool:
+    for node in gm.graph.nodes:
+        if node.op == "call_function":
+            name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+            if name.rstrip("_") in _RNG_OPS:
+                return True
+    return False
+
+
+def _graph_device_index(example_inputs: Sequence[Any], gm: torch.fx.GraphModule) -> int:
+    for x in example_inputs:
+        if _is_neuron(x):
+            return x.device.index or 0
+    for node in gm.graph.nodes:
+        for a in list(node.args) + list(node.kwargs.values()):
+            if isinstance(a, torch.device) and a.type == NEURON:
+                return a.index or 0
+    return torch.neuron.current_device()
+
+
+def to_host(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> HostGraph:
+    """Rewrite `gm` (in place) to run on the host; returns it with host example inputs and the plan."""
+    mode = _fake_mode(example_inputs)
+    device_index = _graph_device_index(example_inputs, gm)
+
+    # Which outputs must be device tensors is decided by the graph as traced, before the rewrite.
+    output_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    outputs = output_node.args[0]
+    outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+    device_outputs = tuple(i for i, out in enumerate(outputs)
+                           if isinstance(out, torch.fx.Node) and _is_neuron(out.meta.get("val")))
+
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    device_inputs = tuple(i for i, x in enumerate(example_inputs) if _is_neuron(x))
+    device_input_position = {placeholders[i]: k for k, i in enumerate(device_inputs) if i < len(placeholders)}
+    output_input_candidates = tuple(device_input_position.get(outputs[i], -1) for i in device_outputs)
+
+    for node in gm.graph.nodes:
+        node.args = _host_device(node.args)
+        node.kwargs = _host_device(node.kwargs)
+        if node.op == "get_attr":
+            # Real tensors baked into the graph (lifted constants): a host copy at compile time.
+            owner, _, attr = node.target.rpartition(".")
+            module = gm.get_submodule(owner) if owner else gm
+            value = getattr(module, attr, None)
+            if _is_neuron(value):
+                setattr(module, attr, value.cpu())
+    gm.recompile()
+
+    host_inputs = [_host_example(x, mode) for x in example_inputs]
+    # Inductor reads the fake tensors in node.meta (devices, strides and, for reinplacing, which
+    # values alias which). Recompute them all on the rewritten graph rather than patching devices.
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+    with mode:
+        FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*host_inputs)
+
+    plan = HostGraphPlan(
+        device_index=device_index,
+        device_inputs=device_inputs,
+        device_outputs=device_outputs,
+        num_outputs=len(outputs),
+        output_input_candidates=output_input_candidates,
+        uses_rng=_uses_rng(gm),
+    )
+    return HostGraph(gm, host_inputs, plan)
+
+
+def is_fake(x: Any) -> bool:
+    return isinstance(x, FakeTensor)
