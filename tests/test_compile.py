@@ -1,0 +1,315 @@
+"""torch.compile(backend="neuron"): numerics against eager/CPU, static shapes and recompile accounting,
+graph breaks, the persistent NEFF cache (second process, corruption, disable), generation, HF wiring.
+
+Compiling is slow on a small machine (Inductor builds C++ kernels), so the tests share small
+models and a per-session NEFF cache directory; each test resets Dynamo so that it counts only
+its own graphs.
+"""
+
+import logging
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_neuronx
+from helpers import run_python, tiny_llama
+
+
+@pytest.fixture(scope="module", autouse=True)
+def neff_cache_dir(tmp_path_factory):
+    """One fresh cache directory for this file; never the user's /var/tmp/neuron-compile-cache."""
+    path = str(tmp_path_factory.mktemp("neff-cache"))
+    saved = {k: os.environ.get(k) for k in ("TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_NEFF_DISABLE_CACHE")}
+    os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = path
+    os.environ.pop("TORCH_NEURONX_NEFF_DISABLE_CACHE", None)
+    yield path
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    torch.neuron.reset_dynamo_metrics()
+    yield
+    torch._dynamo.reset()
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32),
+                               torch.nn.LayerNorm(32))
+
+
+def gelu_proj(x, w):
+    """The small function of the shape and cache tests: one matmul and a fused pointwise tail."""
+    return F.gelu(x @ w) * 2.0
+
+
+def stats():
+    return torch_neuronx.compile_stats()
+
+
+# ------------------------------------------------------------------ registration
+
+def test_backend_registered_and_import_torch_stays_light():
+    assert "neuron" in torch._dynamo.list_backends()
+    from torch._dynamo.device_interface import get_interface_for_device
+    assert get_interface_for_device("neuron").device_count() == torch.neuron.device_count()
+    # Registration waits for Dynamo: a plain `import torch` must not import it (it costs seconds).
+    r = run_python("import sys, torch; print('torch._dynamo' in sys.modules, 'torch._inductor' in sys.modules)")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "False"]
+
+
+# ------------------------------------------------------------------ numerics
+
+def test_mlp_forward_backward_match_eager_and_stay_on_device():
+    ref = mlp()
+    x = torch.randn(16, 32)
+    ref(x).pow(2).sum().backward()
+
+    model = mlp().to("neuron")
+    compiled = torch.compile(model, backend="neuron")
+    xn = x.to("neuron")
+    before = torch.neuron.memory_allocated()
+    out = compiled(xn)
+    assert out.device.type == "neuron"
+    assert torch.neuron.memory_allocated() > before  # graph outputs are device memory, counted in HBM
+    out.pow(2).sum().backward()
+    torch.testing.assert_close(out.cpu(), ref(x), rtol=1e-5, atol=1e-5)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert p.grad.device.type == "neuron"
+        torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-3, atol=1e-4)
+    s = stats()
+    assert s["graphs_compiled"] == 1 and s["neffs_built"] + s["cache_hits"] == 2  # forward and backward NEFFs
+
+
+def test_tiny_llama_train_step_matches_cpu():
+    """Forward + backward + AdamW, compiled on neuron, against the same steps in CPU eager."""
+    ids = torch.randint(3, 256, (2, 32), generator=torch.Generator().manual_seed(0))
+
+    def train(model, device, compile_it):
+        model = model.to(device).train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        step_fn = torch.compile(model, backend="neuron") if compile_it else model
+        x = ids.to(device)
+        losses = []
+        for _ in range(2):
+            loss = step_fn(input_ids=x, labels=x).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            losses.append(loss.item())
+        return losses, model
+
+    cpu_losses, cpu_model = train(tiny_llama(num_hidden_layers=1), "cpu", False)
+    neuron_losses, neuron_model = train(tiny_llama(num_hidden_layers=1), "neuron", True)
+    assert neuron_losses == pytest.approx(cpu_losses, rel=1e-4)
+    for (name, p), q in zip(neuron_model.named_parameters(), cpu_model.parameters()):
+        assert p.device.type == "neuron"
+        torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-3, atol=1e-4, msg=name)
+    assert stats()["graphs_compiled"] == 1  # one shape, one graph (forward + backward NEFFs)
+
+
+def test_diffusers_transformer_block_matches_cpu():
+    from diffusers.models.attention import BasicTransformerBlock
+    torch.manual_seed(0)
+    block = BasicTransformerBlock(dim=32, num_attention_heads=2, attention_head_dim=16,
+                                  cross_attention_dim=24).eval()
+    x, context = torch.randn(2, 16, 32), torch.randn(2, 8, 24)
+    with torch.no_grad():
+        ref = block(x, encoder_hidden_states=context)
+        out = torch.compile(block.to("neuron"), backend="neuron")(x.to("neuron"),
+                                                                  encoder_hidden_states=context.to("neuron"))
+    assert out.device.type == "neuron"
+    torch.testing.assert_close(out.cpu(), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_dropout_draws_from_the_core_generator():
+    """Compiled random ops follow torch.neuron.manual_seed and leave the CPU generator alone."""
+    f = torch.compile(lambda x: F.dropout(x, 0.5, training=True), backend="neuron")
+    x = torch.ones(64, 64, device="neuron")
+    torch.manual_seed(123)
+    cpu_state = torch.get_rng_state()
+    torch.neuron.manual_seed(7)
+    a = f(x)
+    torch.neuron.manual_seed(7)
+    b = f(x)
+    c = f(x)
+    assert torch.equal(a.cpu(), b.cpu()) and not torch.equal(b.cpu(), c.cpu())
+    assert set(a.cpu().unique().tolist()) == {0.0, 2.0}
+    assert torch.equal(torch.get_rng_state(), cpu_state)
+
+
+# ------------------------------------------------------------------ static shapes, recompiles
+
+def test_new_shape_compiles_exactly_one_more_graph_and_padding_to_128_compiles_none(caplog):
+    f = torch.compile(gelu_proj, backend="neuron")
+    w = torch.randn(128, 64, device="neuron")
+    with torch.no_grad():
+        f(torch.randn(4, 128, device="neuron"), w)
+        f(torch.randn(4, 128, device="neuron"), w)
+        assert stats()["graphs_compiled"] == 1
+        with caplog.at_level(logging.WARNING, logger="torch_neuronx.compile"):
+            short = torch.randn(4, 96, device="neuron")
+            out = f(short, w[:96])
+        s = stats()
+        assert s["graphs_compiled"] == 2 and s["num_recompiles"] == 1
+        change = s["recompiles"][0]["changed_inputs"]
+        assert [(c["old"], c["new"]) for c in change if c["input"].startswith("L['x']")] == [((4, 128), (4, 96))]
+        line = next(r.getMessage() for r in caplog.records if "recompiling" in r.getMessage())
+        assert "L['x']" in line and "(4, 128) -> (4, 96)" in line and "pad to 128" in line
+        torch.testing.assert_close(out.cpu(), gelu_proj(short.cpu(), w[:96].cpu()), rtol=1e-4, atol=1e-4)
+
+        # Pad to the multiple of 128 instead: the first graph serves it (zero padding adds nothing
+        # to x @ w), and nothing compiles.
+        padded = f(F.pad(short, (0, 32)), w)
+        assert stats()["graphs_compiled"] == 2
+        torch.testing.assert_close(padded.cpu(), out.cpu(), rtol=1e-4, atol=1e-4)
+
+
+def test_dynamic_true_is_rejected():
+    with pytest.raises(torch_neuronx.compile.NeuronCompileError, match=r"dynamic=True\) is not supported"):
+        torch.compile(gelu_proj, backend="neuron", dynamic=True)
+
+
+def test_marked_dynamic_dimension_is_rejected_with_a_clear_error():
+    f = torch.compile(gelu_proj, backend="neuron")
+    x = torch.randn(4, 128, device="neuron")
+    torch._dynamo.mark_dynamic(x, 0)
+    with pytest.raises(Exception, match="static shapes only.*L\\['x'\\]"):
+        f(x, torch.randn(128, 8, device="neuron"))
+
+
+def test_dynamo_metrics_on_torch_neuron():
+    f = torch.compile(gelu_proj, backend="neuron")
+    with torch.no_grad():
+        f(torch.randn(2, 128, device="neuron"), torch.randn(128, 8, device="neuron"))
+    m = torch.neuron.get_dynamo_metrics()
+    assert m["graphs_compiled"] == 1 and m["compile_seconds"] > 0
+    assert set(m) >= {"graphs_compiled", "cache_hits", "recompiles", "graph_breaks", "compile_seconds"}
+    torch.neuron.reset_dynamo_metrics()
+    assert torch.neuron.get_dynamo_metrics()["graphs_compiled"] == 0
+
+
+# ------------------------------------------------------------------ graph breaks
+
+def with_graph_break(x, w):
+    y = gelu_proj(x, w)
+    torch._dynamo.graph_break()  # stands for any untraceable Python in user code
+    return y.sum(dim=-1) + 1
+
+
+def test_graph_break_runs_eagerly_on_device_and_is_reported():
+    x, w = torch.randn(4, 128), torch.randn(128, 8)
+    with torch.no_grad():
+        out = torch.compile(with_graph_break, backend="neuron")(x.to("neuron"), w.to("neuron"))
+    assert out.device.type == "neuron"
+    torch.testing.assert_close(out.cpu(), with_graph_break(x, w), rtol=1e-4, atol=1e-4)
+    s = stats()
+    assert s["num_graph_breaks"] == 1 and "graph_break" in s["graph_breaks"][0]["reason"]
+    assert "with_graph_break" in s["graph_breaks"][0]["location"]
+
+
+def test_fullgraph_with_graph_break_errors():
+    f = torch.compile(with_graph_break, backend="neuron", fullgraph=True)
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="graph_break"):
+        f(torch.randn(4, 128, device="neuron"), torch.randn(128, 8, device="neuron"))
+
+
+# ------------------------------------------------------------------ NEFF cache
+
+CACHE_RUN = """
+import torch, torch_neuronx, torch.nn.functional as F
+torch.manual_seed(0)
+x, w = torch.randn(4, 128), torch.randn(128, 16)
+f = torch.compile(lambda x, w: F.gelu(x @ w) * 2.0, backend="neuron")
+with torch.no_grad():
+    out = f(x.to("neuron"), w.to("neuron")).cpu()
+assert torch.allclose(out, F.gelu(x @ w) * 2.0, atol=1e-5), "wrong result"
+s = torch_neuronx.compile_stats()
+print(s["neffs_built"], s["cache_hits"], s["cache_corrupt_entries"])
+"""
+
+
+def neff_files(root):
+    return sorted(os.path.join(d, f) for d, _, files in os.walk(root) for f in files if f == "model.neff")
+
+
+def test_second_process_reuses_the_cache_and_a_corrupted_entry_is_rebuilt():
+    # This process compiles and stores the graph; a second process must find it and compile nothing.
+    root = os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"]
+    before = set(neff_files(root))
+    x, w = torch.randn(4, 128), torch.randn(128, 16)  # shapes no other test uses: a new entry
+    with torch.no_grad():
+        torch.compile(gelu_proj, backend="neuron")(x.to("neuron"), w.to("neuron"))
+    assert stats()["neffs_built"] == 1
+    (entry,) = set(neff_files(root)) - before
+    assert "torch-neuronx-" in entry and "MODULE_" in entry
+
+    second = run_python(CACHE_RUN)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.split() == ["0", "1", "0"]  # nothing compiled: loaded from the cache
+
+    data = bytearray(open(entry, "rb").read())
+    data[len(data) // 2] ^= 0x01  # one flipped bit in the middle of the kernels or the graph
+    open(entry, "wb").write(bytes(data))
+    third = run_python(CACHE_RUN)
+    assert third.returncode == 0, third.stderr  # detected, rebuilt, right result (checked in CACHE_RUN)
+    assert third.stdout.split() == ["1", "0", "1"]
+    assert "corrupted" in third.stderr
+    assert open(entry, "rb").read() != bytes(data)  # replaced by a good entry
+
+
+def test_truncated_or_garbage_entries_are_rebuilt_in_process():
+    x, w = torch.randn(4, 128, device="neuron"), torch.randn(128, 24, device="neuron")
+    with torch.no_grad():
+        expected = torch.compile(gelu_proj, backend="neuron")(x, w).cpu()
+    root = os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"]
+    for damage in (lambda d: d[:len(d) // 3], lambda d: b"garbage"):
+        entries = [e for e in neff_files(root)]
+        for e in entries:
+            data = open(e, "rb").read()
+            open(e, "wb").write(damage(data))
+        torch._dynamo.reset()
+        torch.neuron.reset_dynamo_metrics()
+        with torch.no_grad():
+            out = torch.compile(gelu_proj, backend="neuron")(x, w).cpu()
+        torch.testing.assert_close(out, expected)
+        s = stats()
+        assert s["cache_corrupt_entries"] == 1 and s["neffs_built"] == 1 and s["cache_hits"] == 0
+
+
+def test_disable_cache_reads_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_DISABLE_CACHE", "1")
+    with torch.no_grad():
+        torch.compile(gelu_proj, backend="neuron")(torch.randn(4, 128, device="neuron"),
+                                                   torch.randn(128, 40, device="neuron"))
+    assert neff_files(tmp_path) == []
+    assert stats()["cache_hits"] == 0 and stats()["neffs_built"] == 1
+
+
+# ------------------------------------------------------------------ Hugging Face
+
+def test_static_cache_generation_compiles_at_most_two_graphs_and_matches_cpu():
+    ids = torch.randint(3, 256, (1, 12), generator=torch.Generator().manual_seed(1))
+    ref = tiny_llama().generate(ids, max_new_tokens=32, do_sample=False, cache_implementation="static")
+    model = tiny_llama().to("neuron")
+    out = model.generate(ids.to("neuron"), max_new_tokens=32, do_sample=False, cache_implementation="static")
+    assert model._last_compile_config.backend == "neuron"  # generate() compiled the forward itself
+    assert torch.equal(out.cpu(), ref)
+    s = stats()
+    assert 1 <= s["graphs_compiled"] <= 2, s  # prefill (eager in Transformers 5) + decode
+
+
+def test_training_arguments_torch_compile_picks_neuron(tmp_path):
+    from transformers import TrainingArguments
+    args = TrainingArguments(output_dir=str(tmp_path), torch_compile=True, report_to=[])
+    assert args.torch_compile_backend == "neuron"
