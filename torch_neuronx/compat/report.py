@@ -159,6 +159,9 @@ def to_markdown(results: dict[str, dict], date: str | None = None, vers: dict | 
     lines.append("")
     notes = [(a, r[k]) for a, r in sorted(results.items()) if cpu_passes(r)
              for k in ("cache_note", "loss_note") if r.get(k)]
+    notes += [(a, f"generate n/a: {r['steps'][s]['detail']}") for a, r in sorted(results.items()) if cpu_passes(r)
+              for s in ("generate-eager",) if r["steps"].get(s, {}).get("status") == "n/a"
+              and "fails on CPU" in r["steps"][s].get("detail", "")]
     if notes:
         lines += ["## How some architectures were run", ""]
         lines += [f"- `{arch}`: {_escape(note)}" for arch, note in notes]

@@ -139,6 +139,8 @@ def run_generate(model, device: str, cache: str | None, compiled: bool):
         kwargs["attention_mask"] = mask
     if cache:
         kwargs["cache_implementation"] = cache
+    if getattr(model.generation_config, "pad_token_id", None) is None:
+        model.generation_config.pad_token_id = 0  # models with their own generate() (MusicGen) read it there
     if not compiled:
         # on neuron Transformers would compile the decode step by itself
         kwargs["disable_compile"] = True
@@ -209,10 +211,17 @@ class CpuReference:
             self.grads = run_backward(self.model, self.model, "cpu", use_labels=False)
             result.data["loss_note"] = f"own loss (mean square of logits): the model's loss fails on CPU: {first_line(e)}"
         self.can_generate = want_generate and type(self.model).can_generate()
+        self.generate_note = "the model class cannot generate()"
         self.cache, self.cache_note, self.tokens = None, None, None
         if self.can_generate:
             self.cache, self.cache_note = self._choose_cache()
-            self.tokens = run_generate(self.model, "cpu", self.cache, compiled=False)
+            try:
+                self.tokens = run_generate(self.model, "cpu", self.cache, compiled=False)
+            except Exception as e:  # noqa: BLE001 - forward and backward still count; generate is n/a
+                from .categories import first_line
+                self.can_generate = False
+                self.generate_note = f"generate() fails on CPU too: {first_line(e)}"
+                self.cache_note = None
         result.data["cache"] = self.cache or "default"
         if self.cache_note:
             result.data["cache_note"] = self.cache_note
@@ -280,7 +289,7 @@ def _run_neuron_step(name: str, ref: CpuReference, model, result: Result, shared
     from .categories import NUMERIC, classify, first_line
 
     if name.startswith("generate") and not ref.can_generate:
-        result.step(name, "n/a", detail="the model class cannot generate()")
+        result.step(name, "n/a", detail=ref.generate_note)
         return
     result.running(name)
     t0 = time.monotonic()
