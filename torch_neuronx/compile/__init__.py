@@ -25,8 +25,9 @@ def register() -> None:
 
 def _register_with_dynamo() -> None:
     from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
-    from . import device_interface
+    from . import attention, device_interface
     from .backend import neuron_backend
     device_interface.register()
+    attention.register()
     if "neuron" not in _COMPILER_FNS:
         register_backend(neuron_backend, name="neuron")
