@@ -16,7 +16,7 @@ setup(
             "torch_neuronx._C",
             sources,
             include_dirs=[os.path.abspath("csrc")],
-            extra_compile_args=["-O2", "-Wno-unused-parameter"],
+            extra_compile_args=["-O2", "-g0", "-Wno-unused-parameter"],
         )
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
