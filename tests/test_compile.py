@@ -117,18 +117,27 @@ def test_tiny_llama_train_step_matches_cpu():
     assert stats()["graphs_compiled"] == 1  # one shape, one graph (forward + backward NEFFs)
 
 
-def test_diffusers_transformer_block_matches_cpu():
+def test_diffusers_transformer_block_matches_cpu_with_fused_attention(monkeypatch):
     from diffusers.models.attention import BasicTransformerBlock
+    from torch._inductor.utils import run_and_get_code
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_DISABLE_CACHE", "1")  # generate the code, to inspect it
     torch.manual_seed(0)
     block = BasicTransformerBlock(dim=32, num_attention_heads=2, attention_head_dim=16,
                                   cross_attention_dim=24).eval()
     x, context = torch.randn(2, 16, 32), torch.randn(2, 8, 24)
     with torch.no_grad():
         ref = block(x, encoder_hidden_states=context)
-        out = torch.compile(block.to("neuron"), backend="neuron")(x.to("neuron"),
-                                                                  encoder_hidden_states=context.to("neuron"))
+        compiled = torch.compile(block.to("neuron"), backend="neuron")
+        out, (code,) = run_and_get_code(compiled, x.to("neuron"), encoder_hidden_states=context.to("neuron"))
     assert out.device.type == "neuron"
     torch.testing.assert_close(out.cpu(), ref, rtol=1e-4, atol=1e-5)
+    # Attention compiles to the host's fused attention kernel, as on CPU, not to unfused bmm/softmax.
+    assert "_scaled_dot_product_flash_attention_for_cpu" in code and "bmm" not in code
+
+
+def test_inductor_backend_on_neuron_tensors_points_to_the_neuron_backend():
+    with pytest.raises(Exception, match="backend='neuron'"):
+        torch.compile(lambda x: x * 2)(torch.ones(4, device="neuron"))
 
 
 def test_dropout_draws_from_the_core_generator():

@@ -21,6 +21,7 @@ def register() -> None:
     from .import_hooks import when_imported
     static_shapes.install()
     when_imported("torch._dynamo", _register_with_dynamo)
+    when_imported("torch._inductor.codegen.common", _register_with_inductor)
 
 
 def _register_with_dynamo() -> None:
@@ -31,3 +32,8 @@ def _register_with_dynamo() -> None:
     attention.register()
     if "neuron" not in _COMPILER_FNS:
         register_backend(neuron_backend, name="neuron")
+
+
+def _register_with_inductor() -> None:
+    from . import inductor_device
+    inductor_device.register()

@@ -43,6 +43,11 @@ def host_choice(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) -> 
 
 
 def _neuron_sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        # As ATen does before choosing: a boolean mask becomes an additive one (0 keeps, -inf masks).
+        keep = torch.scalar_tensor(0.0, dtype=q.dtype, device=q.device)
+        drop = torch.scalar_tensor(float("-inf"), dtype=q.dtype, device=q.device)
+        attn_mask = torch.where(attn_mask, keep, drop)
     if host_choice(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) == _FLASH:
         return aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout_p, is_causal, attn_mask=attn_mask,
                                                                 scale=scale)[0]

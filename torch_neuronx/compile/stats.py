@@ -9,6 +9,7 @@ what to do about it, and each graph break is recorded with its reason.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import Any, Sequence
 
@@ -87,14 +88,29 @@ def _frame_and_compile_index() -> tuple[int | None, int]:
     return compile_id.frame_id, compile_id.frame_compile_id or 0
 
 
-def _function_name() -> str:
-    """The user function whose frame Dynamo is compiling."""
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+
+
+def _function_name(gm: torch.fx.GraphModule) -> str:
+    """The user function whose frame Dynamo is compiling.
+
+    For a compiled nn.Module, Dynamo's frame is torch's own call wrapper; the user's code is then
+    the forward of the outermost module the graph's nodes record.
+    """
     try:
         from torch._dynamo.symbolic_convert import InstructionTranslator
         code = InstructionTranslator.current_tx().f_code
-        return f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+        if not os.path.abspath(code.co_filename).startswith(_TORCH_DIR):
+            return f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
     except Exception:
-        return "<unknown function>"
+        pass
+    for node in gm.graph.nodes:
+        stack = node.meta.get("nn_module_stack")
+        if stack:
+            _, module_type = next(iter(stack.values()))
+            name = getattr(module_type, "__qualname__", None) or str(module_type).rsplit(".", 1)[-1]
+            return f"{name}.forward"
+    return "<unknown function>"
 
 
 def _dynamo_recompile_reason() -> str | None:
@@ -138,31 +154,34 @@ def begin_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> None
     """Called by the backend for each graph Dynamo captured: count it, explain recompiles and graph breaks."""
     frame_id, compile_index = _frame_and_compile_index()
     sig = _signature(gm, example_inputs)
-    reason = getattr(gm, "compile_subgraph_reason", None)
+    break_reason = getattr(gm, "compile_subgraph_reason", None)
+    is_break = break_reason is not None and getattr(break_reason, "graph_break", False)
+    where = _user_location(break_reason) if is_break else ""
     with _lock:
         _state["graphs_compiled"] += 1
         previous = _signatures.setdefault(frame_id, []) if frame_id is not None else []
-        recompile = compile_index > 0 and bool(previous)
-        if recompile:
+        recompile = None
+        if compile_index > 0 and previous:
             changed = _changed_inputs(_closest(previous, sig), sig)
-            entry = {"function": _function_name(), "reason": _dynamo_recompile_reason() or "guard failure",
-                     "changed_inputs": changed, "graph": _state["graphs_compiled"]}
-            _state["recompiles"].append(entry)
+            dynamo_reason = _dynamo_recompile_reason() or "guard failure"
+            recompile = {"function": _function_name(gm), "reason": _describe(changed) or dynamo_reason,
+                         "changed_inputs": changed, "dynamo_reason": dynamo_reason,
+                         "graph": _state["graphs_compiled"]}
+            _state["recompiles"].append(recompile)
         if frame_id is not None:
             previous.append(sig)
-        if reason is not None and getattr(reason, "graph_break", False):
-            where = _user_location(reason)
-            _state["graph_breaks"].append({"reason": str(reason.reason), "location": where})
-            new_break = (str(reason.reason), where) not in _logged_breaks
-            _logged_breaks.add((str(reason.reason), where))
-        else:
-            new_break = False
+        new_break = False
+        if is_break:
+            _state["graph_breaks"].append({"reason": str(break_reason.reason), "location": where})
+            new_break = (str(break_reason.reason), where) not in _logged_breaks
+            _logged_breaks.add((str(break_reason.reason), where))
     _in_backend.active = True
     if recompile:
-        _log_recompile(entry)
+        log.warning("neuron: recompiling %s (graph #%d): %s. %s", recompile["function"], recompile["graph"],
+                    recompile["reason"], _advice(recompile["changed_inputs"]))
     if new_break:
         log.warning("neuron: graph break at %s: %s. The code around it runs eagerly on neuron; the graph "
-                    "before it is compiled on its own.", where, reason.reason)
+                    "before it is compiled on its own.", where, break_reason.reason)
 
 
 def end_graph(seconds: float) -> None:
@@ -192,13 +211,8 @@ def _user_location(reason: Any) -> str:
     return f"{frame.name} ({frame.filename}:{frame.lineno})"
 
 
-def _log_recompile(entry: dict[str, Any]) -> None:
-    changed = entry["changed_inputs"]
-    if changed:
-        what = ", ".join(f"input {c['input']} changed shape {c['old']} -> {c['new']}" if c["old_dtype"] == c["new_dtype"]
-                         else f"input {c['input']} changed {c['old']} {c['old_dtype']} -> {c['new']} {c['new_dtype']}"
-                         for c in changed)
-    else:
-        what = entry["reason"]
-    log.warning("neuron: recompiling %s (graph #%d): %s. %s", entry["function"], entry["graph"], what,
-                _advice(changed))
+def _describe(changed: list[dict[str, Any]]) -> str:
+    return ", ".join(
+        f"input {c['input']} changed shape {c['old']} -> {c['new']}" if c["old_dtype"] == c["new_dtype"]
+        else f"input {c['input']} changed {c['old']} {c['old_dtype']} -> {c['new']} {c['new_dtype']}"
+        for c in changed)
