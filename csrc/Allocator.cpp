@@ -4,6 +4,7 @@
 #include "runtime/Runtime.h"
 
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 
 #include <mutex>
@@ -16,7 +17,9 @@ void delete_device_memory(void* ptr) {
   rt::release(ptr);  // no GIL here: deleters run from any thread, including autograd's
 }
 
-struct DeviceAllocator final : c10::Allocator {
+// A c10::DeviceAllocator, so torch.accelerator's memory API works for neuron.
+// It does not cache: every byte it reports is held by a live tensor.
+struct DeviceAllocator final : c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     auto device = current_device();
     void* p = nbytes ? rt::allocate(device, nbytes) : nullptr;
@@ -25,6 +28,32 @@ struct DeviceAllocator final : c10::Allocator {
   c10::DeleterFnPtr raw_deleter() const override { return &delete_device_memory; }
   void copy_data(void* dst, const void* src, size_t count) const override {
     rt::copy(dst, src, count);
+  }
+
+  bool initialized() override { return rt::configured(); }
+  void emptyCache(c10::MempoolId_t) override {}
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    auto s = rt::stats(device);
+    c10::CachingDeviceAllocator::DeviceStats out;
+    auto fill = [](c10::CachingAllocator::Stat& st, int64_t current, int64_t peak, int64_t allocated, int64_t freed) {
+      st.current = current;
+      st.peak = peak;
+      st.allocated = allocated;
+      st.freed = freed;
+    };
+    constexpr auto kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    for (auto* arr : {&out.allocated_bytes, &out.reserved_bytes, &out.active_bytes, &out.requested_bytes})
+      fill((*arr)[kAll], s.allocated, s.peak_allocated, s.total_allocated, s.total_freed);
+    fill(out.allocation[kAll], s.num_allocs - s.num_frees, s.num_allocs - s.num_frees, s.num_allocs, s.num_frees);
+    out.num_ooms = s.num_ooms;
+    return out;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override { rt::reset_accumulated(device); }
+  void resetPeakStats(c10::DeviceIndex device) override { rt::reset_peak(device); }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    auto total = rt::hbm_bytes(device);
+    return {static_cast<size_t>(total - rt::stats(device).allocated), static_cast<size_t>(total)};
   }
 };
 

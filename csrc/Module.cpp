@@ -28,10 +28,13 @@ PYBIND11_MODULE(_C, m) {
     out["num_allocs"] = s.num_allocs;
     out["num_frees"] = s.num_frees;
     out["num_ooms"] = s.num_ooms;
+    out["total_allocated_bytes"] = s.total_allocated;
+    out["total_freed_bytes"] = s.total_freed;
     out["hbm_bytes"] = neuron::rt::hbm_bytes(d);
     return out;
   });
   m.def("_reset_peak", &neuron::rt::reset_peak);
+  m.def("_reset_accumulated", &neuron::rt::reset_accumulated);
   m.def("_device_of_ptr", [](uintptr_t p) { return neuron::rt::device_of(reinterpret_cast<const void*>(p)); });
   m.def("_set_fp64_mode", &neuron::set_fp64_mode);
   m.def("_fallback_counts", &neuron::fallback_counts);

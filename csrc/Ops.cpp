@@ -125,6 +125,16 @@ at::Scalar local_scalar_dense(const at::Tensor& self) { return at::_local_scalar
 
 void record_stream(at::Tensor&, c10::Stream) {}
 
+// Dense neuron and CPU tensors share one TensorImpl layout, so `param.data =
+// neuron_tensor` may swap storage in place. This keeps Parameter identity
+// across module.to("neuron"), as for CUDA (optimizers and PEFT rely on it).
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == at::kStrided && (t.is_cpu() || t.device().type() == kNeuron);
+  };
+  return dense(self) && dense(from);
+}
+
 // Convolutions reach a non-CPU/CUDA backend as convolution_overrideable; run
 // the host convolution (which picks its own algorithm) on aliases.
 at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
@@ -170,6 +180,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
   m.impl("record_stream", record_stream);
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   m.impl("convolution_overrideable", convolution);
   m.impl("convolution_backward_overrideable", convolution_backward);
 }

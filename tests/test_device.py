@@ -173,3 +173,14 @@ def test_item_and_tolist():
     assert n[0].item() == 1.5
     assert n.tolist() == [1.5, 2.5]
     assert bool(n.sum() > 3)
+
+
+def test_module_to_keeps_parameter_identity_like_cuda():
+    m = torch.nn.Linear(3, 3)
+    w = m.weight
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    m.to("neuron")
+    assert m.weight is w and w.is_neuron  # optimizers built before .to() still see the parameters
+    m(torch.randn(2, 3, device="neuron")).sum().backward()
+    opt.step()
+    assert w.grad.is_neuron

@@ -124,6 +124,7 @@ static bool reserve(State& s, int device, size_t nbytes) {
   st.allocated += nbytes;
   st.peak_allocated = std::max(st.peak_allocated, st.allocated);
   st.num_allocs++;
+  st.total_allocated += nbytes;
   return true;
 }
 
@@ -157,6 +158,7 @@ void release(void* ptr) {
     if (it == s.blocks.end()) return;  // never ours: nothing to free
     auto& st = s.stats[it->second.device];
     st.allocated -= it->second.nbytes;
+    st.total_freed += it->second.nbytes;
     st.num_frees++;
     s.blocks.erase(it);
   }
@@ -179,6 +181,7 @@ void unadopt(const void* ptr) {
   if (it == s.blocks.end()) return;
   auto& st = s.stats[it->second.device];
   st.allocated -= it->second.nbytes;
+  st.total_freed += it->second.nbytes;
   st.num_frees++;
   s.blocks.erase(it);
 }
@@ -211,6 +214,14 @@ void reset_peak(int device) {
   std::lock_guard<std::mutex> g(s.mu);
   check_device(s, device);
   s.stats[device].peak_allocated = s.stats[device].allocated;
+}
+
+void reset_accumulated(int device) {
+  auto& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  check_device(s, device);
+  auto& st = s.stats[device];
+  st.num_allocs = st.num_frees = st.num_ooms = st.total_allocated = st.total_freed = 0;
 }
 
 } // namespace neuron::rt

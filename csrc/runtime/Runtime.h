@@ -19,6 +19,8 @@ struct CoreStats {
   int64_t num_allocs = 0;       // successful allocations
   int64_t num_frees = 0;
   int64_t num_ooms = 0;         // allocations refused for exceeding the HBM budget
+  int64_t total_allocated = 0;  // bytes ever allocated / freed (cumulative, like CUDA's stats)
+  int64_t total_freed = 0;
 };
 
 // Topology is decided by the Python runtime layer (instance type, visible
@@ -47,6 +49,7 @@ void synchronize(int device);
 
 CoreStats stats(int device);
 void reset_peak(int device);
+void reset_accumulated(int device);
 // Throws the OutOfMemoryError message for a refused request.
 [[noreturn]] void raise_oom(int device, size_t nbytes);
 

@@ -27,6 +27,8 @@ def memory_stats(device: Any = None) -> dict[str, int]:
         "allocation.all.allocated": s["num_allocs"],
         "allocation.all.freed": s["num_frees"],
         "allocation.all.current": s["num_allocs"] - s["num_frees"],
+        "allocated_bytes.all.allocated": s["total_allocated_bytes"],
+        "allocated_bytes.all.freed": s["total_freed_bytes"],
         "hbm_bytes": s["hbm_bytes"],
     }
 
@@ -52,7 +54,8 @@ reset_max_memory_allocated = reset_peak_memory_stats
 
 
 def reset_accumulated_memory_stats(device: Any = None) -> None:
-    _idx(device)
+    from .. import _C
+    _C._reset_accumulated(_idx(device))
 
 
 def mem_get_info(device: Any = None) -> tuple[int, int]:

@@ -24,10 +24,18 @@ class Stream(torch.Stream):
         return super().__new__(cls, device=_device(device), priority=priority)
 
 
-class Event(torch.Event):
+class _EventMeta(type):
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, torch.Event) and obj.device.type == "neuron"
+
+
+class Event(metaclass=_EventMeta):
+    """A neuron event. Builds a plain torch.Event on the neuron device: torch's event methods
+    (elapsed_time, wait) accept only exact torch.Event objects, not subclasses."""
+
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        return super().__new__(cls, device=torch.device("neuron"), enable_timing=enable_timing,
-                               blocking=blocking, interprocess=interprocess)
+        return torch.Event(device=torch.device("neuron", torch.neuron.current_device()),
+                           enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
 
 
 def _wrap(s: torch.Stream) -> Stream:

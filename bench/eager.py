@@ -1,0 +1,131 @@
+"""Eager-mode overhead of the neuron device against CPU, measured in one run.
+
+Prints three ratios (neuron / CPU):
+  train step   tiny-Llama forward+backward+AdamW step        target <= 1.05
+  small add    latency of 10k small adds                     target <= 1.5
+  peak RSS     process peak RSS growth for one forward       target <= 1.1 (zero-copy: no second buffer)
+Timings interleave CPU and neuron runs and take medians, since this machine is noisy.
+
+    python bench/eager.py [--repeats 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def tiny_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                      num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=1024)
+    return LlamaForCausalLM(cfg)
+
+
+def train_step_ratio(repeats: int) -> float:
+    cpu = tiny_llama()
+    dev = copy.deepcopy(cpu).to("neuron")
+    opts = {"cpu": torch.optim.AdamW(cpu.parameters()), "neuron": torch.optim.AdamW(dev.parameters())}
+    models = {"cpu": cpu, "neuron": dev}
+    batch = torch.randint(0, 1024, (4, 128))
+    batches = {"cpu": batch, "neuron": batch.to("neuron")}
+
+    def step(d):
+        loss = models[d](batches[d], labels=batches[d]).loss
+        loss.backward()
+        opts[d].step()
+        opts[d].zero_grad()
+        loss.item()
+
+    times = {"cpu": [], "neuron": []}
+    for d in ("cpu", "neuron"):
+        for _ in range(2):
+            step(d)  # warm-up
+    for _ in range(repeats):
+        for d in ("cpu", "neuron"):
+            t = time.perf_counter()
+            for _ in range(3):
+                step(d)
+            times[d].append(time.perf_counter() - t)
+    return statistics.median(times["neuron"]) / statistics.median(times["cpu"])
+
+
+def small_add_ratio(repeats: int, n: int = 10_000) -> float:
+    xs = {"cpu": torch.ones(8), "neuron": torch.ones(8, device="neuron")}
+    times = {"cpu": [], "neuron": []}
+    for _ in range(repeats):
+        for d, x in xs.items():
+            t = time.perf_counter()
+            for _ in range(n):
+                x + x
+            times[d].append(time.perf_counter() - t)
+    return statistics.median(times["neuron"]) / statistics.median(times["cpu"])
+
+
+RSS_CHILD = r"""
+import resource, sys, torch
+from bench_eager_model import build
+device = sys.argv[1]
+model, batch = build(device)
+torch.set_grad_enabled(False)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+model(batch)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base)
+"""
+
+RSS_MODEL = r"""
+import torch
+def build(device):
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(2048, 2048) for _ in range(4)]
+    model = torch.nn.Sequential(*layers).to(device)
+    return model, torch.randn(4096, 2048).to(device)
+"""
+
+
+def peak_rss_ratio() -> float:
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "bench_eager_model.py"), "w") as f:
+            f.write(RSS_MODEL)
+        growth = {}
+        for device in ("cpu", "neuron"):
+            out = subprocess.run([sys.executable, "-c", RSS_CHILD, device], capture_output=True, text=True,
+                                 cwd=d, env={**os.environ, "PYTHONPATH": d}, check=True)
+            growth[device] = int(out.stdout.strip().splitlines()[-1])
+    return growth["neuron"] / growth["cpu"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    results = {
+        "train_step_ratio": train_step_ratio(args.repeats),
+        "small_add_ratio": small_add_ratio(args.repeats),
+        "peak_rss_ratio": peak_rss_ratio(),
+    }
+    targets = {"train_step_ratio": 1.05, "small_add_ratio": 1.5, "peak_rss_ratio": 1.1}
+    if args.json:
+        print(json.dumps(results))
+        return
+    print("neuron / CPU, same run (lower is better)")
+    for k, v in results.items():
+        print(f"  {k:18s} {v:6.3f}   target <= {targets[k]}   {'ok' if v <= targets[k] else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()
