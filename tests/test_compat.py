@@ -24,9 +24,7 @@ SAMPLE = ["llama", "mistral", "qwen2", "qwen3", "gpt_neox", "phi3", "phi", "olmo
           "gpt2", "gemma2", "mixtral", "opt", "falcon"]
 # Plugin bugs reported to the core owner (docs/compat.md has the repros). strict: once csrc/ is fixed the
 # test XPASSes and fails, so the mark is removed with the fix.
-_TIED = "plugin bug: Module.to('neuron') unties tied parameters (no _has_compatible_shallow_copy_type kernel)"
 KNOWN_BUGS: dict[str, str] = {
-    "gpt2": _TIED, "gemma2": _TIED, "opt": _TIED, "falcon": _TIED,
     "mixtral": "plugin bug: torch.histc of an integer neuron tensor (MoE routing) has no kernel",
 }
 # Each injected fault and the category the report must give it.
