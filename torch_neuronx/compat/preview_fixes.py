@@ -23,14 +23,6 @@ def apply() -> list[str]:
     import torch
     applied = []
 
-    # Bug: Module.to("neuron") unties tied parameters (tied embeddings get split grads).
-    # nn.Module._apply keeps a Parameter's identity only if
-    # torch._has_compatible_shallow_copy_type(cpu, neuron) is true, which is
-    # false for PrivateUse1 unless the plugin registers that op. Stand-in:
-    # swap the tensors in place instead, which keeps the identity.
-    torch.__future__.set_swap_module_params_on_conversion(True)
-    applied.append("tied-parameters")
-
     # Bug: torch.histc on an integer neuron tensor fails (the host kernel has
     # no Int version; CUDA has one, and Transformers' MoE routing uses it on
     # every non-CPU device). Stand-in: count in float, as on CPU.
