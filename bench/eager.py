@@ -73,37 +73,34 @@ def small_add_ratio(repeats: int, n: int = 10_000) -> float:
     return statistics.median(times["neuron"]) / statistics.median(times["cpu"])
 
 
+# Peak RSS growth from just after `import torch` to the end of one forward, model and input
+# created directly on the device: with zero-copy host kernels there is no second buffer anywhere.
+# Linux: writing 5 to clear_refs resets the peak RSS (VmHWM), so import-time transients do not mask it.
 RSS_CHILD = r"""
-import resource, sys, torch
-from bench_eager_model import build
+import sys, torch
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1])
 device = sys.argv[1]
-model, batch = build(device)
+torch.ones(1, device=device) + 1          # runtime and allocator warm
+open("/proc/self/clear_refs", "w").write("5")
+base = status("VmRSS:")
 torch.set_grad_enabled(False)
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-model(batch)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base)
-"""
-
-RSS_MODEL = r"""
-import torch
-def build(device):
+with torch.device(device):
     torch.manual_seed(0)
-    layers = [torch.nn.Linear(2048, 2048) for _ in range(4)]
-    model = torch.nn.Sequential(*layers).to(device)
-    return model, torch.randn(4096, 2048).to(device)
+    model = torch.nn.Sequential(*[torch.nn.Linear(2048, 2048) for _ in range(4)])
+    batch = torch.randn(4096, 2048)
+model(batch).sum().item()
+print(status("VmHWM:") - base)
 """
 
 
 def peak_rss_ratio() -> float:
-    import tempfile
-    with tempfile.TemporaryDirectory() as d:
-        with open(os.path.join(d, "bench_eager_model.py"), "w") as f:
-            f.write(RSS_MODEL)
-        growth = {}
-        for device in ("cpu", "neuron"):
-            out = subprocess.run([sys.executable, "-c", RSS_CHILD, device], capture_output=True, text=True,
-                                 cwd=d, env={**os.environ, "PYTHONPATH": d}, check=True)
-            growth[device] = int(out.stdout.strip().splitlines()[-1])
+    growth = {}
+    for device in ("cpu", "neuron"):
+        out = subprocess.run([sys.executable, "-c", RSS_CHILD, device], capture_output=True, text=True, check=True)
+        growth[device] = int(out.stdout.strip().splitlines()[-1])
     return growth["neuron"] / growth["cpu"]
 
 
