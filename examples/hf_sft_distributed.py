@@ -45,6 +45,7 @@ def worker(args, sft_argv) -> None:
     config.model_init_kwargs = {"device_map": None,
                                 "distributed_config": {"tp_size": args.tp, "fsdp_size": args.fsdp}}
     trainer, result = hf_sft.train(script, config)  # Transformers initialises the "neuron" process group
+    result["shapes"] = list(result["shapes"])  # the training batches only (the probe below runs the hook too)
 
     model = trainer.model
     rank = dist.get_rank()
@@ -61,6 +62,8 @@ def worker(args, sft_argv) -> None:
 
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     ids = tokenizer(PROBE, return_tensors="pt").input_ids.to(config.device)
+    # the probe runs in fp32, like the CPU reload: drop the bf16-autocast wrapper the Trainer put on forward
+    model = trainer.accelerator.unwrap_model(model, keep_fp32_wrapper=False)
     model.eval()
     with torch.no_grad():
         logits = model(input_ids=ids).logits
@@ -108,6 +111,8 @@ def launch(args, sft_argv) -> dict:
     rtol = 5e-3 if res["bf16"] else 1e-4
     res["cpu_losses"] = ref["losses"]
     res["max_rel_diff"] = hf_sft.compare(res, ref, rtol)
+    print(f"[dist] {res['sharded']} DTensor parameters; q_proj local {res['q_local']} of {res['q_global']} "
+          f"{res['q_placements']} on {res['mesh']}")
     print(f"[dist tp={args.tp} fsdp={args.fsdp}] losses {['%.5f' % x for x in res['losses']]}")
     print(f"[dist] CPU losses {['%.5f' % x for x in ref['losses']]}; max rel diff {res['max_rel_diff']:.2e}")
 
