@@ -1,0 +1,124 @@
+"""torch.compile(backend="neuron") against Inductor on CPU and against eager neuron, measured in one run.
+
+Prints, for a tiny-Llama training step (forward + backward + fused AdamW; the model of bench/eager.py):
+  compiled-neuron / compiled-inductor-CPU   step time      target <= 1.05
+  compiled-neuron / eager-neuron            step time      target < 1
+and, for static-cache generation of 32 tokens with a tiny Llama, the number of graphs compiled
+(target <= 2: prefill + decode). Timings interleave the variants and take medians, since this
+machine is shared and noisy; compile time is reported separately, never counted in step time.
+
+    python bench/compile.py [--repeats 9] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def tiny_llama(**overrides):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    cfg = dict(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=8,
+               num_key_value_heads=4, max_position_embeddings=1024)
+    cfg.update(overrides)
+    return LlamaForCausalLM(LlamaConfig(**cfg))
+
+
+def make_step(base, device: str, backend: str | None, batch: torch.Tensor):
+    model = copy.deepcopy(base).to(device).train()
+    # The fused AdamW is Transformers' default optimizer (optim="adamw_torch_fused") on CPU and on accelerators.
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    forward = torch.compile(model, backend=backend) if backend else model
+    x = batch.to(device)
+
+    def step() -> float:
+        loss = forward(input_ids=x, labels=x).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    return step
+
+
+def train_step_times(repeats: int) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    base = tiny_llama()
+    batch = torch.randint(0, 1024, (4, 128), generator=torch.Generator().manual_seed(0))
+    variants = {"compiled-neuron": ("neuron", "neuron"), "compiled-inductor-cpu": ("cpu", "inductor"),
+                "eager-neuron": ("neuron", None)}
+    steps, compile_s, losses = {}, {}, {}
+    for name, (device, backend) in variants.items():
+        steps[name] = make_step(base, device, backend, batch)
+        t = time.perf_counter()
+        steps[name]()  # compiles (forward and backward) for the compiled variants
+        compile_s[name] = time.perf_counter() - t
+        losses[name] = float(steps[name]())
+    times = {name: [] for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            t = time.perf_counter()
+            for _ in range(3):
+                step()
+            times[name].append((time.perf_counter() - t) / 3)
+    return {n: statistics.median(v) for n, v in times.items()}, compile_s, losses
+
+
+def generation_graphs() -> dict:
+    import torch_neuronx
+    model = tiny_llama(num_hidden_layers=2).eval()
+    ids = torch.randint(3, 1024, (1, 16), generator=torch.Generator().manual_seed(1))
+    reference = model.generate(ids, max_new_tokens=32, do_sample=False, cache_implementation="static")
+    model = model.to("neuron")
+    torch._dynamo.reset()
+    torch.neuron.reset_dynamo_metrics()
+    out = model.generate(ids.to("neuron"), max_new_tokens=32, do_sample=False, cache_implementation="static")
+    stats = torch_neuronx.compile_stats()
+    return {"graphs_compiled": stats["graphs_compiled"], "recompiles": stats["num_recompiles"],
+            "same_tokens_as_cpu": bool(torch.equal(out.cpu(), reference))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="intra-op threads for every variant (default 1: on a shared 2-core machine, "
+                         "OpenMP threads competing with other processes swamp the differences measured)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+
+    times, compile_s, losses = train_step_times(args.repeats)
+    gen = generation_graphs()
+    results = {
+        "neuron_vs_inductor_cpu": times["compiled-neuron"] / times["compiled-inductor-cpu"],
+        "neuron_compiled_vs_eager": times["compiled-neuron"] / times["eager-neuron"],
+        "generation_graphs_compiled": gen["graphs_compiled"],
+    }
+    if args.json:
+        print(json.dumps({**results, "step_ms": {k: v * 1e3 for k, v in times.items()},
+                          "first_step_s": compile_s, "generation": gen}))
+        return
+    print("tiny-Llama train step (4x128 tokens, forward + backward + fused AdamW), median of "
+          f"{args.repeats} interleaved rounds, {args.threads} thread(s)")
+    for name, t in times.items():
+        print(f"  {name:22s} {t * 1e3:8.2f} ms/step   first step {compile_s[name]:6.1f} s   loss {losses[name]:.4f}")
+    r1, r2 = results["neuron_vs_inductor_cpu"], results["neuron_compiled_vs_eager"]
+    print(f"  compiled-neuron / compiled-inductor-CPU  {r1:6.3f}   target <= 1.05   {'ok' if r1 <= 1.05 else 'MISSED'}")
+    print(f"  compiled-neuron / eager-neuron           {r2:6.3f}   target <  1      {'ok' if r2 < 1 else 'MISSED'}")
+    n = gen["graphs_compiled"]
+    print(f"static-cache generation, 32 tokens: {n} graph(s) compiled, {gen['recompiles']} recompile(s), "
+          f"tokens equal to CPU: {gen['same_tokens_as_cpu']}   target <= 2   {'ok' if n <= 2 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()
