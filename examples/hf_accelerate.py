@@ -84,7 +84,7 @@ def main(argv=None) -> dict:
     stale = [n for n, q in model.named_parameters() if id(q) not in stepped]
     assert not stale, (f"{len(stale)} parameters are not in the optimizer after prepare(): model.to('neuron') "
                        "replaced the Parameter objects (torch._has_compatible_shallow_copy_type(cpu, neuron) is "
-                       "False: a plugin bug); --place-model-first avoids it")
+                       "False: the plugin predates the fix); --place-model-first avoids it")
 
     model.train()
     losses = []
