@@ -125,6 +125,24 @@ at::Scalar local_scalar_dense(const at::Tensor& self) { return at::_local_scalar
 
 void record_stream(at::Tensor&, c10::Stream) {}
 
+// histc of integer tensors: CUDA has it (Transformers' MoE routing counts
+// tokens per expert with histc on int32 on every device but CPU/MPS); the
+// host kernel has floating types only. Count in float, return the input dtype.
+at::Tensor histc_int(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max) {
+  at::Tensor h = as_host(self);
+  bool integral = c10::isIntegralType(self.scalar_type(), /*includeBool=*/true);
+  at::Tensor out = at::histc(integral ? h.to(at::kFloat) : h, bins, min, max);
+  return from_host(integral ? out.to(self.scalar_type()) : out, self.device().index());
+}
+
+at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max,
+                      at::Tensor& out) {
+  at::Tensor r = histc_int(self, bins, min, max);
+  if (out.sizes() != r.sizes()) resize_(out, r.sizes(), std::nullopt);
+  copy_from(r, out, false);
+  return out;
+}
+
 // Dense neuron and CPU tensors share one TensorImpl layout, so `param.data =
 // neuron_tensor` may swap storage in place. This keeps Parameter identity
 // across module.to("neuron"), as for CUDA (optimizers and PEFT rely on it).
@@ -181,6 +199,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_local_scalar_dense", local_scalar_dense);
   m.impl("record_stream", record_stream);
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
+  m.impl("histc", histc_int);
+  m.impl("histc.out", histc_out);
   m.impl("convolution_overrideable", convolution);
   m.impl("convolution_backward_overrideable", convolution_backward);
 }

@@ -184,3 +184,12 @@ def test_module_to_keeps_parameter_identity_like_cuda():
     m(torch.randn(2, 3, device="neuron")).sum().backward()
     opt.step()
     assert w.grad.is_neuron
+
+
+def test_integer_histc_like_cuda():
+    # Transformers' MoE routing counts tokens per expert with histc on int32 on every device but CPU/MPS.
+    x = torch.tensor([0, 1, 1, 3], dtype=torch.int32)
+    h = torch.histc(x.to("neuron"), bins=4, min=0, max=3)
+    assert h.dtype == torch.int32 and h.is_neuron and h.cpu().tolist() == [1, 2, 0, 1]
+    f = torch.histc(x.float().to("neuron"), bins=4, min=0, max=3)
+    assert torch.equal(f.cpu(), torch.histc(x.float(), bins=4, min=0, max=3))
