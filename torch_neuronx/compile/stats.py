@@ -91,25 +91,36 @@ def _frame_and_compile_index() -> tuple[int | None, int]:
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
 
 
+def _is_library_code(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    return path.startswith(_TORCH_DIR) or "site-packages" in path or "dist-packages" in path
+
+
 def _function_name(gm: torch.fx.GraphModule) -> str:
     """The user function whose frame Dynamo is compiling.
 
-    For a compiled nn.Module, Dynamo's frame is torch's own call wrapper; the user's code is then
-    the forward of the outermost module the graph's nodes record.
+    For a compiled nn.Module, Dynamo's frame is a wrapper (torch's call wrapper, a library's
+    decorator); the user's code is then the forward of the outermost module the graph records.
     """
+    code, owner = None, None
     try:
         from torch._dynamo.symbolic_convert import InstructionTranslator
-        code = InstructionTranslator.current_tx().f_code
-        if not os.path.abspath(code.co_filename).startswith(_TORCH_DIR):
-            return f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+        tx = InstructionTranslator.current_tx()
+        code, owner = tx.f_code, tx.f_locals.get("self")
     except Exception:
         pass
+    if code is not None and not _is_library_code(code.co_filename):
+        return f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+    if isinstance(owner, torch.nn.Module):  # a library decorator around a module's forward
+        return f"{type(owner).__qualname__}.forward"
     for node in gm.graph.nodes:
         stack = node.meta.get("nn_module_stack")
         if stack:
             _, module_type = next(iter(stack.values()))
             name = getattr(module_type, "__qualname__", None) or str(module_type).rsplit(".", 1)[-1]
             return f"{name}.forward"
+    if code is not None:
+        return f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
     return "<unknown function>"
 
 
