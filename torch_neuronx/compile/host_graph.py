@@ -23,7 +23,6 @@ from typing import Any, Sequence
 
 import torch
 import torch.fx
-from torch._subclasses.fake_tensor import FakeTensor
 
 NEURON = "neuron"
 
@@ -33,7 +32,6 @@ class HostGraphPlan:
     device_index: int
     device_inputs: tuple[int, ...]   # graph inputs that are neuron tensors
     device_outputs: tuple[int, ...]  # graph outputs that must come back as neuron tensors
-    num_outputs: int
     # per device output: position in device_inputs of the graph input it returns as is, or -1
     output_input_candidates: tuple[int, ...]
     uses_rng: bool                   # draws random numbers: run with the core's generator
@@ -146,12 +144,7 @@ def to_host(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> HostGrap
         device_index=device_index,
         device_inputs=device_inputs,
         device_outputs=device_outputs,
-        num_outputs=len(outputs),
         output_input_candidates=output_input_candidates,
         uses_rng=_uses_rng(gm),
     )
     return HostGraph(gm, host_inputs, plan)
-
-
-def is_fake(x: Any) -> bool:
-    return isinstance(x, FakeTensor)

@@ -23,7 +23,6 @@ import weakref
 from typing import Any, Callable, Sequence
 
 import torch
-
 from torch._inductor.output_code import OutputCode
 
 from .host_graph import HostGraphPlan
@@ -58,7 +57,6 @@ class _Frame:
 
 class NeuronGraph(OutputCode):
     """A compiled graph, callable with the boxed calling convention of AOTAutograd (a list it may clear)."""
-
 
     def __init__(self, host_callable: Callable[[list[Any]], Sequence[Any]], plan: HostGraphPlan, name: str):
         global _next_id
