@@ -1,0 +1,39 @@
+// Python bindings of the c10d backend: the module torch_neuronx._C_distributed.
+//
+// It lives in the same shared library as torch_neuronx._C but is a module of
+// its own (a second PyInit symbol, loaded by torch_neuronx.distributed with
+// importlib's ExtensionFileLoader, PEP 489), so that `import torch` does not
+// pay for c10d types until a process group is created.
+#include "distributed/ProcessGroupNeuron.h"
+
+#include <pybind11/chrono.h>
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+#include <torch/extension.h>
+
+namespace py = pybind11;
+using neuron::distributed::ProcessGroupNeuron;
+
+PYBIND11_MODULE(_C_distributed, m) {
+  m.doc() = "TorchNeuron c10d backend (ProcessGroupNeuron)";
+  // Our classes derive from c10d types that torch registers with pybind11.
+  py::module_::import("torch._C._distributed_c10d");
+
+  using Options = ProcessGroupNeuron::Options;
+  py::class_<Options, c10d::Backend::Options, c10::intrusive_ptr<Options>>(m, "Options")
+      .def(py::init<std::chrono::milliseconds>(), py::arg("timeout") = kBackendDefaultTimeout)
+      .def_readwrite("timeout", &Options::timeout)
+      .def_readwrite("group_name", &Options::group_name)
+      .def_readwrite("global_ranks_in_group", &Options::global_ranks_in_group)
+      // split_group deep-copies the parent's options before handing them to split().
+      .def("__deepcopy__", [](const Options& self, py::dict) { return c10::make_intrusive<Options>(self); });
+
+  py::class_<ProcessGroupNeuron, c10d::Backend, c10::intrusive_ptr<ProcessGroupNeuron>>(m, "ProcessGroupNeuron")
+      .def(py::init<c10::intrusive_ptr<c10d::Backend>, c10::intrusive_ptr<Options>,
+                    ProcessGroupNeuron::HostFactory>(),
+           py::arg("host"), py::arg("options"), py::arg("host_factory"))
+      // split_group reads `options` of the parent (as it does for gloo and NCCL).
+      .def_property_readonly("options", &ProcessGroupNeuron::getBackendOptions)
+      .def_property_readonly("host", &ProcessGroupNeuron::host,
+                             "The host backend (ProcessGroupGloo) that moves the bytes");
+}

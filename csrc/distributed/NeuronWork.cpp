@@ -1,0 +1,127 @@
+#include "distributed/NeuronWork.h"
+
+#include "Neuron.h"
+
+#include <algorithm>
+
+namespace neuron::distributed {
+namespace {
+
+std::vector<c10::Device> neuron_devices_of(const std::vector<at::Tensor>& tensors) {
+  std::vector<c10::Device> devices;
+  for (const auto& t : tensors) {
+    if (t.defined() && t.device().type() == kNeuron &&
+        std::find(devices.begin(), devices.end(), t.device()) == devices.end()) {
+      devices.push_back(t.device());
+    }
+  }
+  return devices;
+}
+
+std::string message_of(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+} // namespace
+
+NeuronWork::NeuronWork(c10::intrusive_ptr<c10d::Work> host, std::vector<at::Tensor> outputs,
+                       std::function<void()> finish, c10d::OpType op, int rank, std::string describe)
+    : c10d::Work(rank, op),  // no profiling title: the host work already records the collective
+      host_(std::move(host)),
+      outputs_(std::move(outputs)),
+      finish_(std::move(finish)),
+      describe_(std::move(describe)) {
+  c10::intrusive_ptr<c10::ivalue::Future> host_future;
+  try {
+    host_future = host_->getFuture();
+  } catch (const c10::Error&) {
+    return;  // gloo's send/recv have no future: wait() drives completion
+  }
+  if (!host_future) return;
+  // A future over the device tensors, completed from the host's future. The
+  // callback owns what it needs (not `this`): the caller may drop this handle
+  // of an async collective long before the host finishes.
+  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                     neuron_devices_of(outputs_));
+  auto future = future_;
+  auto outputs_copy = outputs_;
+  auto finish_step = finish_;
+  host_future->addCallback([future, outputs_copy, finish_step](c10::ivalue::Future& done) {
+    if (done.hasError()) {
+      future->setError(done.exception_ptr());
+      return;
+    }
+    try {
+      if (finish_step) finish_step();
+    } catch (...) {
+      future->setError(std::current_exception());
+      return;
+    }
+    future->markCompleted(c10::IValue(outputs_copy));
+  });
+  finish_ = nullptr;  // owned by the callback now
+}
+
+bool NeuronWork::isCompleted() {
+  return future_ ? future_->completed() : host_->isCompleted();
+}
+
+bool NeuronWork::isSuccess() const {
+  return future_ ? future_->completed() && !future_->hasError() : host_->isSuccess();
+}
+
+std::exception_ptr NeuronWork::exception() const {
+  if (future_ && future_->hasError()) return future_->exception_ptr();
+  return host_->exception();
+}
+
+int NeuronWork::sourceRank() const { return host_->sourceRank(); }
+
+std::vector<at::Tensor> NeuronWork::result() { return outputs_; }
+
+void NeuronWork::synchronize() { host_->synchronize(); }
+
+void NeuronWork::rethrow(std::exception_ptr error) const {
+  C10_THROW_ERROR(
+      DistBackendError,
+      c10::str("neuron backend: ", describe_, " failed: ", message_of(error),
+               "\nUsual causes: a peer rank exited, or did not reach this collective within the process group "
+               "timeout; or the ranks passed tensors of different shapes or dtypes."));
+}
+
+bool NeuronWork::wait(std::chrono::milliseconds timeout) {
+  bool done = false;
+  try {
+    done = host_->wait(timeout);
+  } catch (...) {
+    rethrow(std::current_exception());
+  }
+  if (future_) {
+    future_->wait();
+    if (future_->hasError()) rethrow(future_->exception_ptr());
+  } else if (done && finish_) {
+    std::call_once(finished_, finish_);
+  }
+  return done;
+}
+
+void NeuronWork::abort() { host_->abort(); }
+
+c10::intrusive_ptr<c10::ivalue::Future> NeuronWork::getFuture() {
+  TORCH_CHECK(future_, "neuron backend: ", describe_, " has no future (point-to-point work); call wait()");
+  return future_;
+}
+
+uint64_t NeuronWork::getSequencenumber() const { return host_->getSequencenumber(); }
+
+float NeuronWork::getDuration() const { return host_->getDuration(); }
+
+} // namespace neuron::distributed

@@ -1,0 +1,128 @@
+// The c10d backend of the neuron device ("neuron" in init_process_group).
+//
+// NeuronCores exchange data over the Neuron collectives engine; the emulator
+// keeps device memory in host RAM, so the collectives run in a host backend
+// (gloo, over TCP: one host or many) directly on zero-copy CPU aliases of the
+// device tensors (neuron::host_alias). No staging copy is made, so bandwidth is
+// gloo's on CPU tensors. A runtime whose device memory the host cannot address
+// would stage through pinned host buffers here instead.
+//
+// The backend serves CPU tensors too (forwarded to the host backend as they
+// are), so `init_process_group("neuron")` alone also carries object
+// collectives and CPU barriers.
+#pragma once
+
+#include "distributed/CollectiveCheck.h"
+#include "distributed/NeuronWork.h"
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace neuron::distributed {
+
+constexpr const char* kBackendName = "neuron";
+
+class ProcessGroupNeuron : public c10d::Backend {
+ public:
+  struct Options : c10d::Backend::Options {
+    explicit Options(std::chrono::milliseconds timeout = kBackendDefaultTimeout)
+        : c10d::Backend::Options(kBackendName, timeout) {}
+  };
+
+  // Creates the host backend of a (sub)group: (store, group rank, group size,
+  // options). Supplied from Python, which builds ProcessGroupGloo exactly as
+  // torch does for "gloo" (GLOO_SOCKET_IFNAME, lazy init); used again by split().
+  using HostFactory = std::function<c10::intrusive_ptr<c10d::Backend>(
+      const c10::intrusive_ptr<c10d::Store>&, int, int, const c10::intrusive_ptr<Options>&)>;
+
+  ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> host, c10::intrusive_ptr<Options> options,
+                     HostFactory host_factory);
+
+  const std::string getBackendName() const override { return kBackendName; }
+  c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override { return options_; }
+  const c10::intrusive_ptr<c10d::Backend>& host() const { return host_; }
+
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
+
+  void setTimeout(std::chrono::milliseconds timeout) override;
+  void setGroupUid(const std::string& pg_uid) override;
+  void abort() override { host_->abort(); }
+  void shutdown() override { host_->shutdown(); }
+  void setSequenceNumberForGroup() override { host_->setSequenceNumberForGroup(); }
+  uint64_t getSequenceNumberForGroup() override { return host_->getSequenceNumberForGroup(); }
+  void enableCollectivesTiming() override { host_->enableCollectivesTiming(); }
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override {
+    host_->monitoredBarrier(opts, wait_all_ranks);
+  }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+ private:
+  // Raises on every rank if the ranks are not all running this collective (CollectiveCheck.h).
+  void agree(const CollectiveSignature& signature) const;
+  c10::intrusive_ptr<c10d::Work> wrap(c10::intrusive_ptr<c10d::Work> host_work, std::vector<at::Tensor> outputs,
+                                      std::function<void()> finish, c10d::OpType op, const char* name,
+                                      const at::Tensor& example) const;
+
+  c10::intrusive_ptr<c10d::Backend> host_;
+  c10::intrusive_ptr<Options> options_;
+  HostFactory host_factory_;
+
+  // ProcessGroup::splitGroup (torch 2.13) calls split() once per device type
+  // this backend serves (neuron and cpu), with the same store: the second call
+  // must return the first child, or two host backends would rendezvous on the
+  // same store keys and collide.
+  std::mutex split_mutex_;
+  std::string last_split_key_;
+  c10::weak_intrusive_ptr<c10d::Backend> last_split_{c10::intrusive_ptr<c10d::Backend>()};
+};
+
+} // namespace neuron::distributed
