@@ -1,0 +1,150 @@
+"""Launching ranks on neuron: torchrun helpers for the distributed tests, and the rank -> NeuronCore binding.
+
+Each rank binds to neuron:LOCAL_RANK of the emulated instance at import; a
+host with more ranks than cores fails at init_process_group with a clear error.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+from helpers import ROOT, run_python
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def dist_env(**extra) -> dict:
+    """Environment of a spawned rank: no inherited launcher variables, quiet threads."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                        "GROUP_RANK", "ROLE_RANK", "TORCHELASTIC_RUN_ID")}
+    env.update({"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"})
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def torchrun_cmd(script: str, nproc: int, *args: str, nnodes: int = 1, node_rank: int = 0,
+                 port: int | None = None) -> list[str]:
+    """A torchrun command line for a script in this directory, rendezvous on 127.0.0.1."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", f"--nnodes={nnodes}",
+           f"--node-rank={node_rank}", "--master-addr=127.0.0.1", f"--master-port={port or free_port()}",
+           "--max-restarts=0", "--monitor-interval=0.5"]
+    return cmd + [os.path.join(ROOT, "tests", script), *args]
+
+
+def torchrun(script: str, nproc: int, *args: str, timeout: int = 240, **env) -> subprocess.CompletedProcess:
+    return subprocess.run(torchrun_cmd(script, nproc, *args), capture_output=True, text=True, cwd=ROOT,
+                          env=dist_env(**env), timeout=timeout)
+
+
+def run_together(cmds: list[list[str]], timeout: float, envs: list[dict] | None = None,
+                 wait_for: list[int] | None = None) -> list[tuple[int, str]]:
+    """Start the commands at once and wait for them: [(returncode, stdout + stderr)].
+
+    Output goes to files, not pipes: waiting on one process while another fills
+    its pipe would deadlock them both. Only the processes listed in `wait_for`
+    (default: all) are waited for, until the deadline; the others, and any still
+    running at the deadline, are killed (returncode None).
+    """
+    import tempfile
+    import time
+    logs = [tempfile.TemporaryFile(mode="w+") for _ in cmds]
+    procs = [subprocess.Popen(c, stdout=log, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                              env=(envs[i] if envs else dist_env())) for i, (c, log) in enumerate(zip(cmds, logs))]
+    deadline = time.monotonic() + timeout
+    waited = range(len(procs)) if wait_for is None else wait_for
+    for i in waited:
+        try:
+            procs[i].wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    codes = []
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+            codes.append(None)
+        else:
+            codes.append(p.returncode)
+    out = []
+    for code, log in zip(codes, logs):
+        log.seek(0)
+        out.append((code, log.read()))
+        log.close()
+    return out
+
+
+# ---- binding: single processes, no collectives --------------------------------------------------------------
+
+def _in_process(code: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env=dist_env(**env), timeout=120)
+
+
+_INIT_ONE_RANK = """
+import os, tempfile, torch, torch.distributed as dist
+print("current", torch.neuron.current_device())
+dist.init_process_group("neuron", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
+t = torch.ones(3, device="neuron")
+dist.all_reduce(t)
+print("backend", dist.get_backend(), "device", t.device)
+dist.destroy_process_group()
+"""
+
+
+def test_rank_binds_to_local_rank_at_import():
+    r = _in_process(_INIT_ONE_RANK, LOCAL_RANK=5, LOCAL_WORLD_SIZE=8)
+    assert r.returncode == 0, r.stderr
+    assert "current 5" in r.stdout
+    assert "backend neuron device neuron:5" in r.stdout
+
+
+def test_more_ranks_than_cores_is_a_clear_error():
+    r = _in_process(_INIT_ONE_RANK, LOCAL_RANK=3, LOCAL_WORLD_SIZE=40)  # trn1.32xlarge: 32 cores
+    assert r.returncode != 0
+    assert "RankBindingError" in r.stderr
+    assert "40 ranks but the emulated trn1.32xlarge exposes 32 NeuronCore(s)" in r.stderr
+    assert "--nproc-per-node 32" in r.stderr
+
+
+def test_instance_choice_changes_the_core_count():
+    r = _in_process(_INIT_ONE_RANK, LOCAL_RANK=1, LOCAL_WORLD_SIZE=3, TORCHNEURON_INSTANCE="trn1.2xlarge")
+    assert r.returncode != 0 and "exposes 2 NeuronCore(s)" in r.stderr
+    r = _in_process(_INIT_ONE_RANK, LOCAL_RANK=40, LOCAL_WORLD_SIZE=64, TORCHNEURON_INSTANCE="trn2.48xlarge")
+    assert r.returncode == 0, r.stderr
+    assert "device neuron:40" in r.stdout
+
+
+def test_one_visible_core_per_process_binds_neuron0():
+    # The Neuron runtime's own recipe: each process sees only its core.
+    r = _in_process(_INIT_ONE_RANK, LOCAL_RANK=3, LOCAL_WORLD_SIZE=4, NEURON_RT_VISIBLE_CORES="3")
+    assert r.returncode == 0, r.stderr
+    assert "current 0" in r.stdout and "device neuron:0" in r.stdout
+
+
+def test_import_stays_working_with_impossible_binding():
+    r = run_python("import torch; print(torch.neuron.current_device())", env={"LOCAL_RANK": "99"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "0"
+
+
+def test_hf_style_set_device_index_then_init_without_device_id():
+    code = """
+import os, tempfile, torch, torch.distributed as dist
+torch.accelerator.set_device_index(int(os.environ["LOCAL_RANK"]))   # what Transformers does
+dist.init_process_group("neuron", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
+print("accelerate", torch.neuron.current_device())                 # what Accelerate reads
+dist.barrier(device_ids=[int(os.environ["LOCAL_RANK"])])
+obj = [None]; dist.broadcast_object_list([{"a": 1}], src=0)         # object collectives ride the CPU path
+print("ok")
+"""
+    r = _in_process(code, LOCAL_RANK=2, LOCAL_WORLD_SIZE=4)
+    assert r.returncode == 0, r.stderr
+    assert "accelerate 2" in r.stdout and "ok" in r.stdout
