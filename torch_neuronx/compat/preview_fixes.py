@@ -20,20 +20,9 @@ def enabled() -> bool:
 
 def apply() -> list[str]:
     """Install the stand-ins; returns their names (recorded in the result)."""
-    import torch
-    applied = []
+    applied: list[str] = []
 
-    # Bug: torch.histc on an integer neuron tensor fails (the host kernel has
-    # no Int version; CUDA has one, and Transformers' MoE routing uses it on
-    # every non-CPU device). Stand-in: count in float, as on CPU.
-    histc = torch.histc
-
-    def histc_int(input, bins=100, min=0, max=0, *, out=None):  # noqa: A002 - torch's signature
-        if input.device.type == "neuron" and not input.is_floating_point() and out is None:
-            return histc(input.float(), bins=bins, min=min, max=max).to(input.dtype)
-        return histc(input, bins=bins, min=min, max=max, out=out) if out is not None else \
-            histc(input, bins=bins, min=min, max=max)
-
-    torch.histc = histc_int
-    applied.append("histc-int")
+    # No open bug at the moment: the two stand-ins the first full run needed
+    # (tied parameters across Module.to, integer histc) were removed when the
+    # core fixed them (commits 8719653, f839f59). Add the next one here.
     return applied
