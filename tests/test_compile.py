@@ -319,7 +319,19 @@ def test_static_cache_generation_compiles_at_most_two_graphs_and_matches_cpu():
     assert 1 <= s["graphs_compiled"] <= 2, s  # prefill (eager in Transformers 5) + decode
 
 
-def test_training_arguments_torch_compile_picks_neuron(tmp_path):
+def test_training_arguments_torch_compile_picks_neuron_and_accelerate_compiles_with_it(tmp_path):
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+    from accelerate.utils import TorchDynamoPlugin
     from transformers import TrainingArguments
     args = TrainingArguments(output_dir=str(tmp_path), torch_compile=True, report_to=[])
     assert args.torch_compile_backend == "neuron"
+    # What the Trainer then does with it: Accelerate compiles the model with that backend.
+    try:
+        accelerator = Accelerator(dynamo_plugin=TorchDynamoPlugin(backend=args.torch_compile_backend, dynamic=False))
+        model = accelerator.prepare(torch.nn.Linear(16, 8))
+        with torch.no_grad():
+            y = model(torch.randn(4, 16, device=accelerator.device))
+        assert y.device.type == "neuron" and stats()["graphs_compiled"] == 1
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)
