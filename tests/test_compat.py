@@ -156,6 +156,8 @@ def test_error_categories():
         == "missing op"
     assert classify(NotImplementedError('"histogram_cpu" not implemented for \'Int\'')) == "missing op"
     assert classify(RuntimeError("expected scalar type Float but found Double")) == "dtype"
+    # printing a dtype is not a dtype gap
+    assert classify(AssertionError("Found in aten._to_copy.default(tensor([...]), dtype=torch.int64)")) == "error"
     assert classify(RuntimeError("Expected all tensors to be on the same device, but found cpu and neuron:0")) \
         == "device mismatch"
     assert classify(ImportError("needs timm")) == "needs package"

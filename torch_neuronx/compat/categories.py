@@ -73,11 +73,20 @@ def classify(exc: BaseException) -> str:
         return COMPILE
     if "expected all tensors to be on the same device" in low:
         return DEVICE
-    if any(k in low for k in ("dtype", "scalar type", "float64", "double", "bfloat16", "fp64")):
+    if _names_a_dtype_gap(low):
         return DTYPE
     if isinstance(exc, NotImplementedError):
         return MISSING_OP
     return ERROR
+
+
+# Phrases of a dtype gap (a kernel or rule refusing a dtype), not every message that prints a dtype.
+_DTYPE_PHRASES = ("scalar type", "float64", "double", "bfloat16", "fp64", "dtype mismatch", "mismatched dtype",
+                  "unsupported dtype", "not supported for dtype", "expected dtype", "same dtype")
+
+
+def _names_a_dtype_gap(low: str) -> bool:
+    return any(k in low for k in _DTYPE_PHRASES)
 
 
 def refine(category: str | None, error: str) -> str | None:
@@ -88,4 +97,7 @@ def refine(category: str | None, error: str) -> str | None:
     """
     if category == COMPILE and "not implemented for" in (error or ""):
         return MISSING_OP
+    if category == DTYPE and not _names_a_dtype_gap((error or "").lower()):
+        # recorded by an older, looser rule (any message that printed "dtype=")
+        return COMPILE if (error or "").startswith("BackendCompilerFailed") else ERROR
     return category

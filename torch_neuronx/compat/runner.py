@@ -123,6 +123,8 @@ def run_matrix(archs: list[str], mode: str = "both", jobs: int = 1, timeout: flo
         if on_start:
             on_start(arch)
         r = run_one(arch, mode, timeout, workdir, _live)
+        if stopping.is_set():
+            return  # killed by the interruption, not by its model: no verdict
         with lock:
             results[arch] = r
         if on_done:
