@@ -90,6 +90,7 @@ def test_mlp_forward_backward_match_eager_and_stay_on_device():
     assert s["graphs_compiled"] == 1 and s["neffs_built"] + s["cache_hits"] == 2  # forward and backward NEFFs
 
 
+@pytest.mark.slow
 def test_tiny_llama_train_step_matches_cpu():
     """Forward + backward + AdamW, compiled on neuron, against the same steps in CPU eager."""
     ids = torch.randint(3, 256, (2, 32), generator=torch.Generator().manual_seed(0))
@@ -251,6 +252,7 @@ def neff_files(root):
     return sorted(os.path.join(d, f) for d, _, files in os.walk(root) for f in files if f == "model.neff")
 
 
+@pytest.mark.slow
 def test_second_process_reuses_the_cache():
     # This process compiles and stores the graph; a second process must find it and compile nothing.
     root = os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"]
@@ -308,6 +310,7 @@ def test_disable_cache_reads_and_writes_nothing(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------ Hugging Face
 
+@pytest.mark.slow
 def test_static_cache_generation_compiles_at_most_two_graphs_and_matches_cpu():
     ids = torch.randint(3, 256, (1, 12), generator=torch.Generator().manual_seed(1))
     ref = tiny_llama().generate(ids, max_new_tokens=32, do_sample=False, cache_implementation="static")
