@@ -11,7 +11,9 @@ import socket
 import subprocess
 import sys
 
-from helpers import ROOT, run_python
+import pytest
+
+from helpers import ROOT
 
 
 def free_port() -> int:
@@ -81,70 +83,77 @@ def run_together(cmds: list[list[str]], timeout: float, envs: list[dict] | None 
     return out
 
 
-# ---- binding: single processes, no collectives --------------------------------------------------------------
+# ---- binding rules ---------------------------------------------------------------------------------------------
+
+_BINDING_VARS = ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHNEURON_INSTANCE", "NEURON_RT_VISIBLE_CORES",
+                 "NEURON_RT_NUM_CORES", "NEURON_LOGICAL_NC_CONFIG")
+
+
+def _rank_device(monkeypatch, strict=True, **env):
+    from torch_neuronx import runtime
+    from torch_neuronx.distributed.device_binding import rank_device
+    for name in _BINDING_VARS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, str(value))
+    return rank_device(strict=strict, topology=runtime.discover())
+
+
+@pytest.mark.parametrize("env, device", [
+    ({}, None),                                                                          # no launcher: no binding
+    ({"LOCAL_RANK": 5, "LOCAL_WORLD_SIZE": 8}, 5),                                       # trn1.32xlarge: 32 cores
+    ({"LOCAL_RANK": 31, "LOCAL_WORLD_SIZE": 32}, 31),
+    ({"LOCAL_RANK": 1, "LOCAL_WORLD_SIZE": 2, "TORCHNEURON_INSTANCE": "trn1.2xlarge"}, 1),
+    ({"LOCAL_RANK": 40, "LOCAL_WORLD_SIZE": 64, "TORCHNEURON_INSTANCE": "trn2.48xlarge"}, 40),
+    ({"LOCAL_RANK": 3, "LOCAL_WORLD_SIZE": 4, "NEURON_RT_VISIBLE_CORES": "3"}, 0),       # Neuron's per-process recipe
+])
+def test_rank_binds_to_local_rank(monkeypatch, env, device):
+    assert _rank_device(monkeypatch, **env) == device
+
+
+def test_more_ranks_than_cores_is_a_clear_error(monkeypatch):
+    from torch_neuronx.distributed import RankBindingError
+    with pytest.raises(RankBindingError, match=r"runs 40 ranks but the emulated trn1.32xlarge exposes 32 NeuronCore"
+                                               r"\(s\).*--nproc-per-node 32.*TORCHNEURON_INSTANCE"):
+        _rank_device(monkeypatch, LOCAL_RANK=3, LOCAL_WORLD_SIZE=40)
+    with pytest.raises(RankBindingError, match="exposes 2 NeuronCore"):
+        _rank_device(monkeypatch, LOCAL_RANK=2, LOCAL_WORLD_SIZE=3, TORCHNEURON_INSTANCE="trn1.2xlarge")
+    assert _rank_device(monkeypatch, strict=False, LOCAL_RANK=35, LOCAL_WORLD_SIZE=40) is None  # import time
+
+
+# ---- the same in fresh processes: binding at import, init_process_group as the HF stack calls it -------------
 
 def _in_process(code: str, **env) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                           env=dist_env(**env), timeout=120)
 
 
-_INIT_ONE_RANK = """
-import os, tempfile, torch, torch.distributed as dist
-print("current", torch.neuron.current_device())
-dist.init_process_group("neuron", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
-t = torch.ones(3, device="neuron")
-dist.all_reduce(t)
-print("backend", dist.get_backend(), "device", t.device)
-dist.destroy_process_group()
-"""
-
-
-def test_rank_binds_to_local_rank_at_import():
-    r = _in_process(_INIT_ONE_RANK, LOCAL_RANK=5, LOCAL_WORLD_SIZE=8)
-    assert r.returncode == 0, r.stderr
-    assert "current 5" in r.stdout
-    assert "backend neuron device neuron:5" in r.stdout
-
-
-def test_more_ranks_than_cores_is_a_clear_error():
-    r = _in_process(_INIT_ONE_RANK, LOCAL_RANK=3, LOCAL_WORLD_SIZE=40)  # trn1.32xlarge: 32 cores
-    assert r.returncode != 0
-    assert "RankBindingError" in r.stderr
-    assert "40 ranks but the emulated trn1.32xlarge exposes 32 NeuronCore(s)" in r.stderr
-    assert "--nproc-per-node 32" in r.stderr
-
-
-def test_instance_choice_changes_the_core_count():
-    r = _in_process(_INIT_ONE_RANK, LOCAL_RANK=1, LOCAL_WORLD_SIZE=3, TORCHNEURON_INSTANCE="trn1.2xlarge")
-    assert r.returncode != 0 and "exposes 2 NeuronCore(s)" in r.stderr
-    r = _in_process(_INIT_ONE_RANK, LOCAL_RANK=40, LOCAL_WORLD_SIZE=64, TORCHNEURON_INSTANCE="trn2.48xlarge")
-    assert r.returncode == 0, r.stderr
-    assert "device neuron:40" in r.stdout
-
-
-def test_one_visible_core_per_process_binds_neuron0():
-    # The Neuron runtime's own recipe: each process sees only its core.
-    r = _in_process(_INIT_ONE_RANK, LOCAL_RANK=3, LOCAL_WORLD_SIZE=4, NEURON_RT_VISIBLE_CORES="3")
-    assert r.returncode == 0, r.stderr
-    assert "current 0" in r.stdout and "device neuron:0" in r.stdout
-
-
-def test_import_stays_working_with_impossible_binding():
-    r = run_python("import torch; print(torch.neuron.current_device())", env={"LOCAL_RANK": "99"})
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "0"
-
-
-def test_hf_style_set_device_index_then_init_without_device_id():
+def test_rank_is_bound_at_import_and_hf_style_init_works():
     code = """
 import os, tempfile, torch, torch.distributed as dist
+print("at import", torch.neuron.current_device())
 torch.accelerator.set_device_index(int(os.environ["LOCAL_RANK"]))   # what Transformers does
 dist.init_process_group("neuron", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
 print("accelerate", torch.neuron.current_device())                 # what Accelerate reads
+t = torch.ones(3, device="neuron")
+dist.all_reduce(t)
 dist.barrier(device_ids=[int(os.environ["LOCAL_RANK"])])
-obj = [None]; dist.broadcast_object_list([{"a": 1}], src=0)         # object collectives ride the CPU path
-print("ok")
+dist.broadcast_object_list([{"a": 1}], src=0)                       # object collectives ride the CPU path
+print("backend", dist.get_backend(), "device", t.device)
 """
     r = _in_process(code, LOCAL_RANK=2, LOCAL_WORLD_SIZE=4)
     assert r.returncode == 0, r.stderr
-    assert "accelerate 2" in r.stdout and "ok" in r.stdout
+    assert "at import 2" in r.stdout and "accelerate 2" in r.stdout
+    assert "backend neuron device neuron:2" in r.stdout
+
+
+def test_impossible_binding_keeps_import_working_and_fails_at_init():
+    code = """
+import tempfile, torch, torch.distributed as dist
+print("at import", torch.neuron.current_device())
+dist.init_process_group("neuron", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
+"""
+    r = _in_process(code, LOCAL_RANK=35, LOCAL_WORLD_SIZE=40)
+    assert "at import 0" in r.stdout, r.stderr
+    assert r.returncode != 0
+    assert "RankBindingError" in r.stderr and "exposes 32 NeuronCore(s)" in r.stderr

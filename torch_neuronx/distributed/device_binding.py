@@ -40,11 +40,12 @@ def _env_int(name: str) -> int | None:
         raise RankBindingError(f"{name}={raw!r} is not a whole number; it is set by the launcher (torchrun)") from None
 
 
-def rank_device(strict: bool) -> int | None:
+def rank_device(strict: bool, topology=None) -> int | None:
     """The device index of this rank, or None when no launcher gave a LOCAL_RANK.
 
     strict=False never raises (import time) and returns None for an
     impossible binding; strict=True raises RankBindingError naming the fix.
+    `topology` defaults to this process's (torch_neuronx.runtime.topology()).
     """
     try:
         local_rank = _env_int("LOCAL_RANK")
@@ -57,7 +58,7 @@ def rank_device(strict: bool) -> int | None:
         return None
     from .. import runtime
     try:
-        topo = runtime.topology()  # raises the TopologyError of a bad environment
+        topo = topology or runtime.topology()  # raises the TopologyError of a bad environment
     except runtime.TopologyError:
         if strict:
             raise
