@@ -130,6 +130,16 @@ def run_matrix(archs: list[str], mode: str = "both", jobs: int = 1, timeout: flo
         if on_done:
             on_done(arch, r)
 
+    try:
+        _run_pool(one, archs, jobs, stopping)
+    finally:
+        if own_dir:
+            import shutil
+            shutil.rmtree(workdir, ignore_errors=True)
+    return {a: results[a] for a in archs if a in results}
+
+
+def _run_pool(one: Callable[[str], None], archs: list[str], jobs: int, stopping: threading.Event) -> None:
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         try:
             list(pool.map(one, archs))
@@ -143,7 +153,3 @@ def run_matrix(archs: list[str], mode: str = "both", jobs: int = 1, timeout: flo
                 except ProcessLookupError:
                     pass
             raise
-    if own_dir:
-        import shutil
-        shutil.rmtree(workdir, ignore_errors=True)
-    return {a: results[a] for a in archs if a in results}
