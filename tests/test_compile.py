@@ -157,6 +157,13 @@ def test_dropout_draws_from_the_core_generator():
     assert torch.equal(torch.get_rng_state(), cpu_state)
 
 
+def test_integer_histc_keeps_the_device_semantics():
+    """neuron counts integer histc like CUDA (the host kernel has no integer histc): compiled code too."""
+    x = torch.tensor([0, 1, 1, 3, 3, 3], dtype=torch.int32, device="neuron")
+    out = torch.compile(lambda x: torch.histc(x, bins=4, min=0, max=3) + 1, backend="neuron")(x)
+    assert out.dtype == torch.int32 and out.cpu().tolist() == [2, 3, 1, 4]
+
+
 # ------------------------------------------------------------------ static shapes, recompiles
 
 def test_new_shape_compiles_exactly_one_more_graph_and_padding_to_128_compiles_none(caplog):
@@ -225,6 +232,21 @@ def test_graph_break_runs_eagerly_on_device_and_is_reported():
     s = stats()
     assert s["num_graph_breaks"] == 1 and "graph_break" in s["graph_breaks"][0]["reason"]
     assert "with_graph_break" in s["graph_breaks"][0]["location"]
+
+
+def test_transformers_warning_once_does_not_break_the_graph():
+    import transformers  # noqa: F401  (adds Logger.warning_once, called in its loss functions)
+
+    logger = logging.getLogger("transformers.loss")  # a module-level logger, as in Transformers
+
+    def loss_like(x):
+        y = x * 2
+        logger.warning_once("no loss type in the class name")
+        return y.sum()
+
+    with torch.no_grad():
+        out = torch.compile(loss_like, backend="neuron")(torch.ones(8, device="neuron"))
+    assert out.item() == 16.0 and stats()["num_graph_breaks"] == 0
 
 
 def test_fullgraph_with_graph_break_errors():

@@ -11,6 +11,10 @@ arguments, constants, fake-tensor metadata). Inductor then compiles a plain
 CPU graph, and at run time the result is fed zero-copy host views of the
 device tensors (see launch.py), exactly as the eager fallback does per op.
 
+Where the device's own kernel differs from the host's (integer histc, which
+neuron computes like CUDA and the host kernel lacks), the rewrite also puts the
+device's semantics into the graph, so compiled and eager code agree.
+
 What the rewrite records is a `HostGraphPlan`: which inputs are device
 tensors (they travel through the launch op and get host views), which
 outputs come back to the device, and which stay on the host.
@@ -104,6 +108,28 @@ def _graph_device_index(example_inputs: Sequence[Any], gm: torch.fx.GraphModule)
     return torch.neuron.current_device()
 
 
+aten = torch.ops.aten
+prims = torch.ops.prims  # the graph is already decomposed: dtype casts are prims.convert_element_type
+
+
+def _integer_histc_in_float(gm: torch.fx.GraphModule, node: torch.fx.Node) -> None:
+    """histc of an integer tensor: count in float32 and return the input's dtype (neuron's kernel, as CUDA)."""
+    x = node.args[0]
+    dtype = x.meta["val"].dtype if isinstance(x, torch.fx.Node) and "val" in x.meta else None
+    if dtype is None or dtype.is_floating_point:
+        return
+    with gm.graph.inserting_before(node):
+        as_float = gm.graph.call_function(prims.convert_element_type.default, (x, torch.float32))
+    node.args = (as_float,) + tuple(node.args[1:])
+    with gm.graph.inserting_after(node):
+        back = gm.graph.call_function(prims.convert_element_type.default, (node, dtype))
+    node.replace_all_uses_with(back, delete_user_cb=lambda user: user is not back)
+
+
+# Ops whose neuron kernel (csrc/Ops.cpp) has semantics the host kernel lacks.
+_DEVICE_SEMANTICS = {aten.histc.default: _integer_histc_in_float}
+
+
 def to_host(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> HostGraph:
     """Rewrite `gm` (in place) to run on the host; returns it with host example inputs and the plan."""
     mode = _fake_mode(example_inputs)
@@ -121,6 +147,9 @@ def to_host(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> HostGrap
     device_input_position = {placeholders[i]: k for k, i in enumerate(device_inputs) if i < len(placeholders)}
     output_input_candidates = tuple(device_input_position.get(outputs[i], -1) for i in device_outputs)
 
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target in _DEVICE_SEMANTICS:
+            _DEVICE_SEMANTICS[node.target](gm, node)
     for node in gm.graph.nodes:
         node.args = _host_device(node.args)
         node.kwargs = _host_device(node.kwargs)
@@ -135,10 +164,15 @@ def to_host(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> HostGrap
 
     host_inputs = [_host_example(x, mode) for x in example_inputs]
     # Inductor reads the fake tensors in node.meta (devices, strides and, for reinplacing, which
-    # values alias which). Recompute them all on the rewritten graph rather than patching devices.
+    # values alias which). Recompute them all on the rewritten graph rather than patching devices,
+    # starting from the placeholders' own metadata: the example inputs may carry other strides
+    # (AOTAutograd gives a backward graph its saved tensors with the strides the compiled forward
+    # produced), which the graph's views were not traced for; Inductor copes with that, as on CPU.
+    traced = [_host_example(ph.meta["val"] if _is_neuron(ph.meta.get("val")) else x, mode)
+              for ph, x in zip(placeholders, example_inputs)]
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
     with mode:
-        FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*host_inputs)
+        FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*traced)
 
     plan = HostGraphPlan(
         device_index=device_index,

@@ -95,6 +95,10 @@ def _describe_input(x: Any) -> str:
     return f"{type(x).__name__}:{x!r}"
 
 
+class Uncacheable(Exception):
+    """The graph cannot be keyed reliably (e.g. a constant whose bytes cannot be read): compile, don't cache."""
+
+
 def _constants_digest(gm: torch.fx.GraphModule) -> str:
     h = hashlib.sha256()
     for node in gm.graph.nodes:
@@ -104,6 +108,8 @@ def _constants_digest(gm: torch.fx.GraphModule) -> str:
         value = getattr(gm.get_submodule(owner) if owner else gm, attr, None)
         h.update(node.target.encode())
         if isinstance(value, torch.Tensor):
+            if type(value) not in (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer):
+                raise Uncacheable(f"constant {node.target} is a {type(value).__name__}")
             t = value.detach().cpu().contiguous()
             h.update(_describe_input(t).encode())
             h.update(t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
@@ -277,7 +283,11 @@ def load_or_build(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], kind:
     """The compiled graph for `gm`: from the cache if a valid entry exists, else built (and stored)."""
     if not enabled():
         return build(), False
-    key = graph_key(gm, example_inputs, kind, graph_kwargs)
+    try:
+        key = graph_key(gm, example_inputs, kind, graph_kwargs)
+    except Uncacheable as e:
+        log.debug("neuron: graph not cached: %s", e)
+        return build(), False
     try:
         compiled = _load(key, example_inputs, _with_inner_defaults(graph_kwargs))
     except CorruptEntry as e:

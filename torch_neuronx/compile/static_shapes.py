@@ -41,11 +41,15 @@ def install() -> None:
 
     @functools.wraps(original)
     def compile(model: Any = None, **kwargs: Any) -> Any:
-        if _is_neuron_backend(kwargs.get("backend", "inductor")):
-            if kwargs.get("dynamic"):
-                raise NeuronCompileError(DYNAMIC_REJECTED)
-            kwargs["dynamic"] = False
-        return original(model, **kwargs)
+        if not _is_neuron_backend(kwargs.get("backend", "inductor")):
+            return original(model, **kwargs)
+        if kwargs.get("dynamic"):
+            raise NeuronCompileError(DYNAMIC_REJECTED)
+        kwargs["dynamic"] = False
+        compiled = original(model, **kwargs)
+        from .logging_calls import ignore_library_logging
+        ignore_library_logging()  # before the first call traces the model
+        return compiled
 
     compile._neuron_static_shapes = True  # type: ignore[attr-defined]
     torch.compile = compile
