@@ -8,16 +8,14 @@ scheduler, fusion rules and wrapper make ~100 decisions on `device.type ==
 them. Instead the graph that AOTAutograd hands to the compiler is rewritten
 once, at compile time, to say "cpu" wherever it said "neuron" (device
 arguments, constants, fake-tensor metadata). Inductor then compiles a plain
-CPU graph, and at run time the result is fed zero-copy host views of the
-device tensors (see launch.py), exactly as the eager fallback does per op.
+CPU graph, whose code launch.py runs on the device tensors themselves.
 
 Where the device's own kernel differs from the host's (integer histc, which
 neuron computes like CUDA and the host kernel lacks), the rewrite also puts the
 device's semantics into the graph, so compiled and eager code agree.
 
-What the rewrite records is a `HostGraphPlan`: which inputs are device
-tensors (they travel through the launch op and get host views), which
-outputs come back to the device, and which stay on the host.
+What the rewrite records is a `HostGraphPlan`: the core the graph runs on,
+and which outputs the traced graph put on the device and which on the host.
 """
 
 from __future__ import annotations
@@ -33,12 +31,9 @@ NEURON = "neuron"
 
 @dataclasses.dataclass(frozen=True)
 class HostGraphPlan:
-    device_index: int
-    device_inputs: tuple[int, ...]   # graph inputs that are neuron tensors
-    device_outputs: tuple[int, ...]  # graph outputs that must come back as neuron tensors
-    # per device output: position in device_inputs of the graph input it returns as is, or -1
-    output_input_candidates: tuple[int, ...]
-    uses_rng: bool                   # draws random numbers: run with the core's generator
+    device_index: int                # the NeuronCore the graph runs on
+    device_outputs: tuple[int, ...]  # graph outputs that are neuron tensors
+    host_outputs: tuple[int, ...]    # graph outputs that are CPU tensors
 
 
 @dataclasses.dataclass
@@ -83,20 +78,6 @@ def _host_example(x: Any, mode) -> Any:
         return base.as_strided(x.shape, x.stride(), x.storage_offset())
 
 
-_RNG_OPS = {"rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "bernoulli", "normal",
-            "uniform", "native_dropout", "multinomial", "randperm", "exponential", "inductor_random",
-            "inductor_seeds", "philox_rand", "seed"}
-
-
-def _uses_rng(gm: torch.fx.GraphModule) -> bool:
-    for node in gm.graph.nodes:
-        if node.op == "call_function":
-            name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
-            if name.rstrip("_") in _RNG_OPS:
-                return True
-    return False
-
-
 def _graph_device_index(example_inputs: Sequence[Any], gm: torch.fx.GraphModule) -> int:
     for x in example_inputs:
         if _is_neuron(x):
@@ -139,13 +120,10 @@ def to_host(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> HostGrap
     output_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     outputs = output_node.args[0]
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-    device_outputs = tuple(i for i, out in enumerate(outputs)
-                           if isinstance(out, torch.fx.Node) and _is_neuron(out.meta.get("val")))
-
+    values = [out.meta.get("val") if isinstance(out, torch.fx.Node) else None for out in outputs]
+    device_outputs = tuple(i for i, v in enumerate(values) if _is_neuron(v))
+    host_outputs = tuple(i for i, v in enumerate(values) if isinstance(v, torch.Tensor) and v.device.type == "cpu")
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    device_inputs = tuple(i for i, x in enumerate(example_inputs) if _is_neuron(x))
-    device_input_position = {placeholders[i]: k for k, i in enumerate(device_inputs) if i < len(placeholders)}
-    output_input_candidates = tuple(device_input_position.get(outputs[i], -1) for i in device_outputs)
 
     for node in list(gm.graph.nodes):
         if node.op == "call_function" and node.target in _DEVICE_SEMANTICS:
@@ -174,11 +152,5 @@ def to_host(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> HostGrap
     with mode:
         FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*traced)
 
-    plan = HostGraphPlan(
-        device_index=device_index,
-        device_inputs=device_inputs,
-        device_outputs=device_outputs,
-        output_input_candidates=output_input_candidates,
-        uses_rng=_uses_rng(gm),
-    )
+    plan = HostGraphPlan(device_index=device_index, device_outputs=device_outputs, host_outputs=host_outputs)
     return HostGraph(gm, host_inputs, plan)

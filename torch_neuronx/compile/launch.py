@@ -1,95 +1,104 @@
-"""Run a compiled graph on a NeuronCore: one launch, zero-copy, like executing a NEFF.
+"""Run a compiled graph on a NeuronCore: Inductor's host code, working directly on device memory.
 
-A compiled graph is host code that expects CPU tensors (host_graph.py). It is
-exposed to the dispatcher as the CPU kernel of one custom op,
-`neuron_compiled::launch(Tensor(a)[] device_args, int graph) -> Tensor(a)[]`,
-that has no neuron kernel. Calling it with neuron tensors therefore goes
-through the device's boxed fallback (csrc/Fallback.cpp), which already does
-what a graph launch needs: it gives the kernel zero-copy host views of the
-device tensors (so in-place updates land in device memory), adopts the fresh
-outputs as device tensors without a copy (counted against the core's HBM),
-and re-wraps outputs that alias an input on that input's device storage.
+Inductor compiles the retargeted graph (host_graph.py) into a Python wrapper
+that allocates buffers, calls fused C++ kernels and calls ATen for the rest
+(matmuls, attention). Each piece already works on neuron tensors:
 
-Inputs that are not device tensors (host tensors, Python numbers) and outputs
-that must stay on the host cannot go through the op's Tensor[] arguments
-(the fallback would reject a host tensor next to device ones); they travel on
-the side, in a per-thread frame of the graph.
+  - the C++ kernels take raw data pointers, and a neuron tensor's data pointer
+    is host memory;
+  - ATen calls on neuron tensors reach the device's zero-copy fallback, like
+    eager ops (random ops draw from the core's generator there);
+  - only the buffer allocator says "cpu". Each compiled graph gets its own copy
+    of the wrapper module in which `empty_strided_cpu` allocates on the
+    current NeuronCore.
+
+So the graph runs on the caller's device tensors as they are: intermediate
+buffers and outputs are device memory, counted against the core's HBM, and
+inputs are released as soon as the wrapper is done with them (its boxed
+calling convention), exactly as the same graph does on CPU.
 """
 
 from __future__ import annotations
 
-import threading
-import weakref
+import copy
 from typing import Any, Callable, Sequence
 
 import torch
 from torch._inductor.output_code import OutputCode
 
+from .errors import NeuronCompileError
 from .host_graph import HostGraphPlan
 
-_graphs: "weakref.WeakValueDictionary[int, NeuronGraph]" = weakref.WeakValueDictionary()
-_next_id = 0
-_ids_lock = threading.Lock()
-
-_lib = torch.library.Library("neuron_compiled", "DEF")
-# Outputs may alias inputs (a graph can return an input, or a view of one), and the schema says so.
-_lib.define("launch(Tensor(a)[] device_args, int graph) -> Tensor(a)[]")
+# The line of Inductor's Python wrapper that binds its buffer allocator (torch 2.13).
+_HOST_ALLOCATOR = "empty_strided_cpu = torch._C._dynamo.guards._empty_strided_cpu"
+_DEVICE_ALLOCATOR = ("from torch_neuronx.compile.launch import empty_strided_device as empty_strided_cpu"
+                     "  # torch_neuronx: buffers in device memory")
 
 
-def _launch_on_host(host_views: list[torch.Tensor], graph: int) -> list[torch.Tensor]:
-    return _graphs[graph]._run_on_host(host_views)
+def empty_strided_device(size: Sequence[int], stride: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+    """A buffer of a compiled graph, on the current NeuronCore (NeuronGraph makes the graph's core current)."""
+    return torch.empty_strided(size, stride, dtype=dtype, device="neuron")
 
 
-_lib.impl("launch", _launch_on_host, "CPU")
-# The launch runs below autograd: AOTAutograd already wrapped the compiled forward/backward pair.
-_lib.impl("launch", torch.library.fallthrough_kernel, "Autograd")
-_launch = torch.ops.neuron_compiled.launch.default
+def device_callable(compiled: Any, device_index: int) -> Callable[[list[Any]], Sequence[Any]]:
+    """The boxed callable of Inductor's compiled graph, with its buffers allocated in device memory."""
+    from torch._inductor.codecache import PyCodeCache
+    from torch._inductor.output_code import maybe_realign_inputs
+    from torch._inductor.utils import BoxedBool
 
-
-class _Frame:
-    __slots__ = ("args", "outputs", "output_sources")
-
-    def __init__(self, args: list[Any]):
-        self.args = args
-        self.outputs: Sequence[Any] = ()
-        self.output_sources: list[int] = []  # per device output: index of the device input it is, or -1
+    source = compiled.source_code
+    if _HOST_ALLOCATOR not in source:
+        raise NeuronCompileError("Inductor's wrapper code no longer binds `empty_strided_cpu` as expected by "
+                                 "torch_neuronx (built for torch 2.13): cannot place its buffers in device memory")
+    # A module of its own: the same source compiled for CPU by plain Inductor must keep host buffers.
+    module = PyCodeCache.load(source.replace(_HOST_ALLOCATOR, _DEVICE_ALLOCATOR, 1))
+    device = torch.device("neuron", device_index)
+    for name, value in (getattr(compiled, "constants", None) or {}).items():
+        setattr(module, name, value.to(device) if isinstance(value, torch.Tensor) else value)
+    on_device = copy.copy(compiled)
+    on_device.current_callable = module.call
+    # Inputs Inductor assumed aligned but that are not, and that the graph mutates, need the same
+    # copy-in/copy-out wrapper Inductor's post_compile gives the host module.
+    maybe_realign_inputs(BoxedBool(False), on_device, on_device.inputs_to_check, on_device.mutated_input_idxs)
+    return on_device.current_callable
 
 
 class NeuronGraph(OutputCode):
-    """A compiled graph, callable with the boxed calling convention of AOTAutograd (a list it may clear)."""
+    """A compiled graph, callable with AOTAutograd's boxed calling convention (a list it may clear)."""
 
-    def __init__(self, host_callable: Callable[[list[Any]], Sequence[Any]], plan: HostGraphPlan, name: str):
-        global _next_id
+    def __init__(self, device_call: Callable[[list[Any]], Sequence[Any]], plan: HostGraphPlan, name: str):
         # An instance attribute: wrappers (torch._dynamo.disable) copy __dict__, and AOTAutograd
         # checks the wrapper for it to pass the argument list instead of unpacking it.
         self._boxed_call = True
-        self._host_callable = host_callable
+        self._call = device_call
         self.plan = plan
         self.name = name
-        self._frames = threading.local()
-        # A launch needs at least one device tensor to reach the device's fallback.
-        self._anchor = (torch.empty(0, device=torch.device("neuron", plan.device_index))
-                        if not plan.device_inputs else None)
-        with _ids_lock:
-            self._id = _next_id
-            _next_id += 1
-        _graphs[self._id] = self
 
     def __call__(self, args: list[Any]) -> list[Any]:
         plan = self.plan
-        device_args = [args[i] for i in plan.device_inputs] if plan.device_inputs else [self._anchor]
-        frame = _Frame(list(args))
-        args.clear()  # boxed convention: the callee owns the inputs and may free them early
-        stack = self._frame_stack()
-        stack.append(frame)
-        try:
-            device_outputs = _launch(device_args, self._id)
-        finally:
-            stack.pop()
-        outputs = list(frame.outputs)
-        returned = iter(device_outputs)
-        for slot, source in zip(plan.device_outputs, frame.output_sources):
-            outputs[slot] = next(returned) if source < 0 else device_args[source]
+        if torch.neuron.current_device() != plan.device_index:
+            with torch.neuron.device(plan.device_index):
+                outputs = self._call(args)
+        else:
+            outputs = self._call(args)
+        return self._place_outputs(list(outputs))
+
+    def _place_outputs(self, outputs: list[Any]) -> list[Any]:
+        """Outputs on the device the traced graph put them on.
+
+        Retargeted to the host, a copy between devices is a no-op for Inductor: a value the graph
+        moved to the CPU is a device buffer here, and an input it moved to the device may be
+        returned as the input itself. Both are rare; each is one copy.
+        """
+        plan = self.plan
+        for i in plan.host_outputs:
+            out = outputs[i]
+            if isinstance(out, torch.Tensor) and out.device.type != "cpu":
+                outputs[i] = out.cpu()
+        for i in plan.device_outputs:
+            out = outputs[i]
+            if isinstance(out, torch.Tensor) and out.device.type == "cpu":
+                outputs[i] = out.to(torch.device("neuron", plan.device_index))
         return outputs
 
     def post_compile(self, example_inputs, constants, graph_kwargs) -> None:
@@ -98,56 +107,3 @@ class NeuronGraph(OutputCode):
     def prepare_for_serialization(self) -> None:
         # Persistence is the NEFF cache's job (neff_cache.py), not AOTAutograd's cache.
         raise NotImplementedError("neuron graphs are persisted by the NEFF cache")
-
-    def _frame_stack(self) -> list[_Frame]:
-        stack = getattr(self._frames, "stack", None)
-        if stack is None:
-            stack = self._frames.stack = []
-        return stack
-
-    def _run_on_host(self, host_views: list[torch.Tensor]) -> list[torch.Tensor]:
-        plan = self.plan
-        frame = self._frame_stack()[-1]
-        host_args = frame.args
-        frame.args = None
-        for slot, view in zip(plan.device_inputs, host_views):
-            host_args[slot] = view
-        if plan.uses_rng:
-            outputs = _with_core_generator(plan.device_index, self._host_callable, host_args)
-        else:
-            outputs = self._host_callable(host_args)
-        frame.outputs = outputs
-        # A graph often returns some of its inputs unchanged (weights saved for the backward pass).
-        # Hand those back as the caller's own device tensors instead of sending them through the
-        # launch's outputs, where each would be re-wrapped: checked by identity, so never wrong.
-        sources = []
-        returned = []
-        for slot, candidate in zip(plan.device_outputs, plan.output_input_candidates):
-            out = outputs[slot]
-            if candidate >= 0 and out is host_views[candidate]:
-                sources.append(candidate)
-            else:
-                sources.append(-1)
-                returned.append(out)
-        frame.output_sources = sources
-        return returned
-
-
-def _with_core_generator(device_index: int, fn: Callable[[list[Any]], Any], args: list[Any]) -> Any:
-    """Run fn with the host RNG replaced by the core's generator.
-
-    Inductor's host code draws random numbers (dropout masks, seeds) from the
-    CPU default generator; on the device they must come from the core's own
-    generator, so that torch.neuron.manual_seed governs compiled code as it
-    governs eager code. Swap the states in, run, swap them back.
-    """
-    from torch_neuronx import _C
-    core = _C._default_generator(device_index)
-    host = torch.default_generator
-    saved = host.get_state()
-    host.set_state(core.get_state())
-    try:
-        return fn(args)
-    finally:
-        core.set_state(host.get_state())
-        host.set_state(saved)
