@@ -20,7 +20,6 @@ calling convention), exactly as the same graph does on CPU.
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Callable, Sequence
 
 import torch
@@ -40,9 +39,17 @@ def empty_strided_device(size: Sequence[int], stride: Sequence[int], dtype: torc
     return torch.empty_strided(size, stride, dtype=dtype, device="neuron")
 
 
+class _DeviceModule:
+    """What maybe_realign_inputs reads and rewrites of a compiled graph: its callable."""
+
+    def __init__(self, call: Callable[[list[Any]], Sequence[Any]], defers_input_alignment: bool):
+        self.current_callable = call
+        self._defers_input_alignment = defers_input_alignment
+
+
 def device_callable(compiled: Any, device_index: int) -> Callable[[list[Any]], Sequence[Any]]:
     """The boxed callable of Inductor's compiled graph, with its buffers allocated in device memory."""
-    from torch._inductor.codecache import PyCodeCache
+    from torch._inductor.codecache import PyCodeCache, write
     from torch._inductor.output_code import maybe_realign_inputs
     from torch._inductor.utils import BoxedBool
 
@@ -50,17 +57,23 @@ def device_callable(compiled: Any, device_index: int) -> Callable[[list[Any]], S
     if _HOST_ALLOCATOR not in source:
         raise NeuronCompileError("Inductor's wrapper code no longer binds `empty_strided_cpu` as expected by "
                                  "torch_neuronx (built for torch 2.13): cannot place its buffers in device memory")
-    # A module of its own: the same source compiled for CPU by plain Inductor must keep host buffers.
-    module = PyCodeCache.load(source.replace(_HOST_ALLOCATOR, _DEVICE_ALLOCATOR, 1))
+    # A module of its own (loaded with attributes, so never shared through PyCodeCache's module cache):
+    # the same source compiled for CPU by plain Inductor must keep host buffers, and two graphs with
+    # the same code may have different constants.
+    key, path = write(source.replace(_HOST_ALLOCATOR, _DEVICE_ALLOCATOR, 1), "py")
     device = torch.device("neuron", device_index)
-    for name, value in (getattr(compiled, "constants", None) or {}).items():
-        setattr(module, name, value.to(device) if isinstance(value, torch.Tensor) else value)
-    on_device = copy.copy(compiled)
-    on_device.current_callable = module.call
+    # Tensor constants of the graph were copied to the host by the retargeting: they are device
+    # tensors again for the device code (extern kernels see them next to device buffers).
+    constants = {**(getattr(compiled, "constants", None) or {}),
+                 **(getattr(compiled, "opaque_value_type_classes", None) or {})}
+    attrs = {name: value.to(device) if isinstance(value, torch.Tensor) and value.device.type == "cpu" else value
+             for name, value in constants.items()}
+    module = PyCodeCache.load_by_key_path(key, path, compiled.cache_linemap, attrs)
+    holder = _DeviceModule(module.call, getattr(compiled, "_defers_input_alignment", False))
     # Inputs Inductor assumed aligned but that are not, and that the graph mutates, need the same
     # copy-in/copy-out wrapper Inductor's post_compile gives the host module.
-    maybe_realign_inputs(BoxedBool(False), on_device, on_device.inputs_to_check, on_device.mutated_input_idxs)
-    return on_device.current_callable
+    maybe_realign_inputs(BoxedBool(False), holder, compiled.inputs_to_check, compiled.mutated_input_idxs)
+    return holder.current_callable
 
 
 class NeuronGraph(OutputCode):
