@@ -26,10 +26,11 @@ def register() -> None:
 
 def _register_with_dynamo() -> None:
     from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
-    from . import attention, device_interface
+    from . import attention, device_interface, rng
     from .backend import neuron_backend
     device_interface.register()
     attention.register()
+    rng.register()
     if "neuron" not in _COMPILER_FNS:
         register_backend(neuron_backend, name="neuron")
 

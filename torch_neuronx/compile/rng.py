@@ -1,0 +1,71 @@
+"""Replaying random ops of checkpointed regions on neuron: run_and_save_rng_state / run_with_rng_state.
+
+With activation checkpointing (Transformers' gradient_checkpointing, torch.utils.checkpoint) inside a
+compiled region, AOTAutograd's partitioner makes the backward recompute the region's random ops
+(dropout) with the same random numbers as the forward: the forward runs each one through the
+higher-order op `run_and_save_rng_state` (keep the generator state, then run the op) and the backward
+through `run_with_rng_state` (run the op from that state). Both pick the generator by the device type
+of their tensor arguments, in a table that knows cpu/cuda/hpu/xpu only. Compiled neuron graphs run on
+neuron tensors (launch.py), whose random ops draw from the NeuronCore's generator: this adds neuron to
+both tables, with that generator.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+NEURON = "neuron"
+
+
+def _neuron_index(args: tuple, kwargs: dict) -> int | None:
+    """The core of the first neuron tensor (or device) among the op's arguments, None if there is none."""
+    device = kwargs.get("device")
+    if device is not None:
+        device = torch.device(device)
+        return (device.index or 0) if device.type == NEURON else None
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return (a.device.index or 0) if a.device.type == NEURON else None
+    return None
+
+
+def _run_and_save(original):
+    def impl(op, *args, **kwargs):
+        index = _neuron_index(args, kwargs)
+        if index is None:
+            return original(op, *args, **kwargs)
+        return torch.neuron.get_rng_state(index), op(*args, **kwargs)
+    return impl
+
+
+def _run_with(original):
+    def impl(rng_state, op, *args, **kwargs):
+        index = _neuron_index(args, kwargs)
+        if index is None:
+            return original(rng_state, op, *args, **kwargs)
+        current = torch.neuron.get_rng_state(index)
+        torch.neuron.set_rng_state(rng_state, index)
+        try:
+            return op(*args, **kwargs)
+        finally:
+            torch.neuron.set_rng_state(current, index)
+    return impl
+
+
+_registered = False
+
+
+def register() -> None:
+    global _registered
+    if _registered:
+        return
+    from torch._C import DispatchKey
+    from torch._prims import rng_prims
+    for hop, wrap in ((rng_prims.run_and_save_rng_state, _run_and_save),
+                      (rng_prims.run_with_rng_state, _run_with)):
+        original: Any = hop.py_kernels[DispatchKey.BackendSelect]
+        hop.py_kernels[DispatchKey.BackendSelect] = wrap(original)
+        hop._dispatch_cache.clear()
+    _registered = True
