@@ -270,7 +270,12 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::
 
 } // namespace
 
+void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  neuron_fallback(op, keys, stack);
+}
+
 void set_fp64_mode(int mode) { g_fp64_mode.store(mode); }
+int fp64_mode() { return g_fp64_mode.load(std::memory_order_relaxed); }
 
 std::vector<std::pair<std::string, int64_t>> fallback_counts() {
   std::lock_guard<std::mutex> g(g_ops_mu);

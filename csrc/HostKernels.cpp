@@ -1,0 +1,285 @@
+// The hottest elementwise ops run the host's own compute kernels directly on
+// device memory, with no host aliases and no boxing.
+//
+// Most ATen ops reach the boxed fallback (Fallback.cpp), which wraps every
+// argument in a CPU alias and adopts every result: correct for any op, but a
+// few microseconds per call, which dominates small ops (the add of two
+// 8-element tensors costs ~2.5 us on the CPU). The ops below are structured
+// TensorIterator ops, whose CPU implementation is split into a device-neutral
+// part (meta: shapes, type promotion, output allocation through a virtual
+// hook) and a compute stub looked up by device type. So a neuron kernel is
+// just: the same structured class with outputs allocated on the core, plus the
+// CPU compute kernel registered as the stub's PrivateUse1 entry. Device memory
+// is host RAM, so the CPU kernel computes on it in place; TensorIterator does
+// the device checks and raises CUDA's mixed-device errors.
+//
+// One CPU behaviour has no PrivateUse1 counterpart: for CPU tensors,
+// TensorIterator casts inputs of another dtype to the common dtype (CPU
+// kernels need one dtype). Calls with mixed dtypes therefore take the boxed
+// fallback, except Python numbers, which are cast here exactly as the CPU
+// path casts them (not for bf16/fp16, whose CPU kernels read the number at
+// full precision).
+#if defined(__x86_64__) || defined(_M_X64)
+// libtorch_cpu for x86-64 is built with AVX2 and AVX512 kernel variants; the
+// macros declare those variants' entry points (DispatchStub.h), as in its build.
+#ifndef HAVE_AVX512_CPU_DEFINITION
+#define HAVE_AVX512_CPU_DEFINITION
+#endif
+#ifndef HAVE_AVX2_CPU_DEFINITION
+#define HAVE_AVX2_CPU_DEFINITION
+#endif
+
+#include "Fallback.h"
+#include "Neuron.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/Operators.h>
+#include <ATen/ScalarOps.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/Version.h>
+#include <ATen/native/Activation.h>
+#include <ATen/native/BinaryOps.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/DispatchStub.h>
+#include <ATen/native/Pow.h>
+#include <ATen/native/UnaryOps.h>
+#include <ATen/native/transformers/attention.h>
+#include <ATen/ops/add_native.h>
+#include <ATen/ops/div_native.h>
+#include <ATen/ops/exp_native.h>
+#include <ATen/ops/log_native.h>
+#include <ATen/ops/maximum_native.h>
+#include <ATen/ops/minimum_native.h>
+#include <ATen/ops/mul_native.h>
+#include <ATen/ops/neg_native.h>
+#include <ATen/ops/pow_native.h>
+#include <ATen/ops/reciprocal_native.h>
+#include <ATen/ops/rsqrt_native.h>
+#include <ATen/ops/sigmoid_native.h>
+#include <ATen/ops/silu_native.h>
+#include <ATen/ops/sqrt_native.h>
+#include <ATen/ops/sub_native.h>
+#include <ATen/ops/tanh_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+namespace neuron {
+namespace {
+
+// The CPU variant ATen itself picks for this machine (DispatchStub.cpp's choice,
+// which honours ATEN_CPU_CAPABILITY).
+template <class Stub>
+typename Stub::FnPtr host_variant() {
+  static const std::string capability = at::get_cpu_capability();
+  if (capability == "AVX512" && Stub::AVX512) return Stub::AVX512;
+  if ((capability == "AVX512" || capability == "AVX2") && Stub::AVX2) return Stub::AVX2;
+  return Stub::DEFAULT;
+}
+
+template <class Stub>
+void share_with_device(Stub& stub) {
+  auto fn = host_variant<Stub>();
+  TORCH_CHECK(fn, "torch_neuronx: no host kernel in ATen for a compute stub the neuron device shares");
+  stub.set_privateuse1_dispatch_ptr(fn);
+}
+
+at::Tensor device_empty(at::IntArrayRef sizes, at::IntArrayRef strides, const at::TensorOptions& options) {
+  c10::DeviceIndex index = options.device().has_index() ? options.device().index() : current_device();
+  std::optional<c10::DeviceGuard> guard;
+  if (index != current_device()) guard.emplace(c10::Device(kNeuron, index));
+  auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+  if (strides.empty()) {
+    return at::detail::empty_generic(sizes, device_allocator(), keys, options.dtype().toScalarType(),
+                                     options.memory_format_opt());
+  }
+  return at::detail::empty_strided_generic(sizes, strides, device_allocator(), keys,
+                                           options.dtype().toScalarType());
+}
+
+// A structured kernel whose output is a fresh tensor on the core.
+template <class Kernel>
+struct Functional final : Kernel {
+  at::Tensor out;
+  void set_output_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides, at::TensorOptions options)
+      override {
+    set_output_raw_strided(i, sizes, strides, options);
+  }
+  void set_output_raw_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides, at::TensorOptions options)
+      override {
+    out = device_empty(sizes, strides, options);
+    Kernel::set_output_raw_strided(i, sizes, strides, options);
+  }
+  const at::Tensor& maybe_get_output(int64_t) override { return out; }
+};
+
+// A structured kernel writing into its first argument.
+template <class Kernel>
+struct InPlace final : Kernel {
+  explicit InPlace(const at::Tensor& self) : self(self) {}
+  const at::Tensor& self;
+  void set_output_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides, at::TensorOptions options)
+      override {
+    set_output_raw_strided(i, sizes, strides, options);
+  }
+  void set_output_raw_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides, at::TensorOptions options)
+      override {
+    TORCH_CHECK(options.dtype() == self.dtype(), "Bad in-place call: input tensor dtype ", self.dtype(),
+                " and output tensor dtype ", options.dtype(), " should match");
+    TORCH_CHECK(options.device() == self.device(), "Bad in-place call: input tensor device ", self.device(),
+                " and output tensor device ", options.device(), " should match");
+    TORCH_CHECK(sizes == self.sizes(), "Bad in-place call: input tensor size ", self.sizes(),
+                " and output tensor size ", sizes, " should match");
+    Kernel::set_output_raw_strided(i, sizes, strides, options);
+  }
+  const at::Tensor& maybe_get_output(int64_t) override { return self; }
+};
+
+// The CPU kernels need every operand in one dtype (see the top of the file);
+// float64 under TORCHNEURON_FP64=warn|error is the fallback's to police.
+bool one_dtype(const at::TensorIteratorBase& iter) {
+  auto dtype = iter.dtype(0);
+  for (int i = 1; i < iter.ntensors(); ++i)
+    if (iter.dtype(i) != dtype) return false;
+  return dtype != at::kDouble || fp64_mode() == 0;
+}
+
+// A Python number (a CPU "wrapped number") in `like`'s dtype, when the CPU path
+// would compute with exactly that; otherwise undefined.
+at::Tensor number_as(const at::Tensor& number, const at::Tensor& like) {
+  if (!number.unsafeGetTensorImpl()->is_wrapped_number() || number.scalar_type() == like.scalar_type())
+    return {};
+  auto dtype = like.scalar_type();
+  if (at::isReducedFloatingType(dtype) || at::result_type(like, number) != dtype) return {};
+  c10::Scalar value;
+  switch (number.scalar_type()) {
+    case at::kDouble: value = *number.const_data_ptr<double>(); break;
+    case at::kLong: value = *number.const_data_ptr<int64_t>(); break;
+    case at::kBool: value = *number.const_data_ptr<bool>(); break;
+    case at::kComplexDouble: value = *number.const_data_ptr<c10::complex<double>>(); break;
+    default: return {};
+  }
+  at::Tensor cast = at::detail::scalar_tensor_static(value, dtype, at::kCPU);
+  cast.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return cast;
+}
+
+void fallback_on_stack(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  neuron::fallback(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
+}
+
+template <class Op, class... Args>
+decltype(auto) boxed_fallback(Args&&... args) {
+  return at::native::call_fallback_fn<&fallback_on_stack, Op>::call(std::forward<Args>(args)...);
+}
+
+template <class Kernel, class Op, class... Args>
+at::Tensor functional(const Args&... args) {
+  Functional<Kernel> k;
+  k.meta(args...);
+  if (!one_dtype(k)) return boxed_fallback<Op>(args...);
+  k.impl(args..., k.out);
+  return std::move(k.out);
+}
+
+template <class Kernel, class Op, class... Rest>
+at::Tensor& inplace(at::Tensor& self, const Rest&... rest) {
+  InPlace<Kernel> k(self);
+  k.meta(self, rest...);
+  if (!one_dtype(k)) return boxed_fallback<Op>(self, rest...);
+  k.impl(self, rest..., self);
+  return self;
+}
+
+template <class Kernel, class Op, class... Rest>
+at::Tensor binary(const at::Tensor& self, const at::Tensor& other, const Rest&... rest) {
+  at::Tensor number = number_as(other, self);
+  if (number.defined()) {
+    Functional<Kernel> k;
+    k.meta(self, number, rest...);
+    if (one_dtype(k)) {
+      k.impl(self, number, rest..., k.out);
+      return std::move(k.out);
+    }
+    return boxed_fallback<Op>(self, other, rest...);
+  }
+  return functional<Kernel, Op>(self, other, rest...);
+}
+
+template <class Kernel, class Op, class... Rest>
+at::Tensor& binary_(at::Tensor& self, const at::Tensor& other, const Rest&... rest) {
+  at::Tensor number = number_as(other, self);
+  if (number.defined()) {
+    InPlace<Kernel> k(self);
+    k.meta(self, number, rest...);
+    if (one_dtype(k)) {
+      k.impl(self, number, rest..., self);
+      return self;
+    }
+    return boxed_fallback<Op>(self, other, rest...);
+  }
+  return inplace<Kernel, Op>(self, other, rest...);
+}
+
+using at::Scalar;
+using at::Tensor;
+namespace native = at::native;
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // Binary ops, with a Python number or a tensor on the other side.
+  m.impl("add.Tensor", TORCH_FN((binary<native::structured_ufunc_add_CPU, ATEN_OP2(add, Tensor), Scalar>)));
+  m.impl("add_.Tensor", TORCH_FN((binary_<native::structured_ufunc_add_CPU, ATEN_OP2(add_, Tensor), Scalar>)));
+  m.impl("sub.Tensor", TORCH_FN((binary<native::structured_sub_out, ATEN_OP2(sub, Tensor), Scalar>)));
+  m.impl("sub_.Tensor", TORCH_FN((binary_<native::structured_sub_out, ATEN_OP2(sub_, Tensor), Scalar>)));
+  m.impl("mul.Tensor", TORCH_FN((binary<native::structured_mul_out, ATEN_OP2(mul, Tensor)>)));
+  m.impl("mul_.Tensor", TORCH_FN((binary_<native::structured_mul_out, ATEN_OP2(mul_, Tensor)>)));
+  m.impl("div.Tensor", TORCH_FN((binary<native::structured_div_out, ATEN_OP2(div, Tensor)>)));
+  m.impl("div_.Tensor", TORCH_FN((binary_<native::structured_div_out, ATEN_OP2(div_, Tensor)>)));
+  m.impl("maximum", TORCH_FN((functional<native::structured_maximum_out, ATEN_OP(maximum), Tensor, Tensor>)));
+  m.impl("minimum", TORCH_FN((functional<native::structured_minimum_out, ATEN_OP(minimum), Tensor, Tensor>)));
+  m.impl("pow.Tensor_Scalar",
+         TORCH_FN((functional<native::structured_pow_Tensor_Scalar_out, ATEN_OP2(pow, Tensor_Scalar), Tensor, Scalar>)));
+  m.impl("pow_.Scalar", TORCH_FN((inplace<native::structured_pow_Tensor_Scalar_out, ATEN_OP2(pow_, Scalar), Scalar>)));
+
+  // Unary ops.
+#define NEURON_UNARY(name)                                                                          \
+  m.impl(#name, TORCH_FN((functional<native::structured_##name##_out, ATEN_OP(name), Tensor>)));   \
+  m.impl(#name "_", TORCH_FN((inplace<native::structured_##name##_out, ATEN_OP(name##_)>)));
+  NEURON_UNARY(neg)
+  NEURON_UNARY(exp)
+  NEURON_UNARY(log)
+  NEURON_UNARY(sqrt)
+  NEURON_UNARY(rsqrt)
+  NEURON_UNARY(reciprocal)
+  NEURON_UNARY(sigmoid)
+  NEURON_UNARY(tanh)
+  NEURON_UNARY(silu)
+#undef NEURON_UNARY
+}
+
+// The compute stubs the kernels above call with device type PrivateUse1.
+const bool g_stubs_shared = [] {
+  share_with_device(native::add_stub);
+  share_with_device(native::mul_stub);
+  share_with_device(native::div_true_stub);
+  share_with_device(native::maximum_stub);
+  share_with_device(native::minimum_stub);
+  share_with_device(native::pow_tensor_scalar_stub);
+  share_with_device(native::neg_stub);
+  share_with_device(native::exp_stub);
+  share_with_device(native::log_stub);
+  share_with_device(native::sqrt_stub);
+  share_with_device(native::rsqrt_stub);
+  share_with_device(native::reciprocal_stub);
+  share_with_device(native::sigmoid_stub);
+  share_with_device(native::tanh_stub);
+  share_with_device(native::silu_stub);
+  // scaled_dot_product_attention asks this stub which kernel to use; sharing the host's
+  // choice gives neuron the CPU's fused flash-attention kernel (through the fallback)
+  // instead of the unfused math path, which is slower and rounds differently from CPU.
+  share_with_device(native::_fused_sdp_choice_stub);
+  return true;
+}();
+
+} // namespace
+} // namespace neuron
+#endif

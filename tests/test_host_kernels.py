@@ -1,0 +1,137 @@
+"""Elementwise ops that run the host's compute kernels directly on device memory (csrc/HostKernels.cpp):
+same results as CPU bit for bit, CUDA's errors, no trip through the boxed fallback unless dtypes mix."""
+
+import pytest
+import torch
+
+import torch_neuronx
+
+BINARY = {
+    "add": lambda a, b: a + b,
+    "add_alpha": lambda a, b: torch.add(a, b, alpha=-2),
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
+}
+UNARY = ["neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh"]
+
+
+def pair(dtype, shape_a=(4, 33), shape_b=(33,)):
+    g = torch.Generator().manual_seed(0)
+    a = torch.rand(shape_a, generator=g).add(0.5).to(dtype)
+    b = torch.rand(shape_b, generator=g).add(0.5).to(dtype)
+    return a, b
+
+
+def fallback_calls():
+    return sum(torch_neuronx.get_fallback_ops().values())
+
+
+# (true division of integers promotes to float: test_mixed_dtypes_promote_like_cpu covers it)
+@pytest.mark.parametrize("name,dtype", [(n, d) for n in sorted(BINARY)
+                                        for d in (torch.float32, torch.bfloat16, torch.float16, torch.int32)
+                                        if not (n == "div" and d == torch.int32)])
+def test_binary_functional_and_inplace_match_cpu_without_fallback(name, dtype):
+    a, b = pair(dtype) if dtype.is_floating_point else (x.mul(10) for x in pair(torch.float32))
+    if not dtype.is_floating_point:
+        a, b = a.to(dtype), b.to(dtype)
+    f = BINARY[name]
+    torch_neuronx.reset_op_counts()
+    out = f(a.neuron(), b.neuron())
+    assert fallback_calls() == 0, torch_neuronx.get_fallback_ops()
+    assert out.device == torch.device("neuron:0") and out.dtype == f(a, b).dtype
+    assert torch.equal(out.cpu(), f(a, b))
+    if name in ("add", "sub", "mul", "div"):
+        x = a.clone().neuron()
+        getattr(x, name + "_")(b.neuron())
+        ref = a.clone()
+        getattr(ref, name + "_")(b)
+        assert torch.equal(x.cpu(), ref)
+
+
+@pytest.mark.parametrize("name", UNARY + ["silu", "pow"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_unary_functional_and_inplace_match_cpu(name, dtype):
+    a = pair(dtype)[0]
+    if name == "silu":
+        f, f_ = torch.nn.functional.silu, (lambda t: torch.nn.functional.silu(t, inplace=True))
+    elif name == "pow":
+        f, f_ = (lambda t: t.pow(3)), (lambda t: t.pow_(3))
+    else:
+        f, f_ = getattr(torch, name), (lambda t: getattr(t, name + "_")())
+    torch_neuronx.reset_op_counts()
+    d = a.neuron()
+    assert torch.equal(f(d).cpu(), f(a))
+    x = d.clone()
+    assert f_(x) is x
+    assert fallback_calls() == 0, torch_neuronx.get_fallback_ops()
+    assert torch.equal(x.cpu(), f_(a.clone()))
+
+
+def test_python_numbers_noncontiguous_broadcast_and_zero_size():
+    a, b = pair(torch.float32, (6, 8), (8,))
+    d, e = a.neuron(), b.neuron()
+    for f in [lambda x, y: x * 2.5, lambda x, y: 3 - x, lambda x, y: x / 7, lambda x, y: x + True,
+              lambda x, y: x.t() * y[:6], lambda x, y: x[:, ::2] + y[::2], lambda x, y: x[:0] * y,
+              lambda x, y: x.expand(2, 6, 8) - y, lambda x, y: x.long() * 3, lambda x, y: x.to(torch.complex64) * 2]:
+        assert torch.equal(f(d, e).cpu(), f(a, b))
+    # bf16 with a Python number: CPU reads the number at full precision; so does neuron
+    h = a.bfloat16()
+    assert torch.equal((h.neuron() * 0.1).cpu(), h * 0.1)
+    assert torch.equal((h.neuron() + 1e-3).cpu(), h + 1e-3)
+
+
+def test_mixed_dtypes_promote_like_cpu():
+    a, b = pair(torch.float32)
+    for x, y in [(a.bfloat16(), b), (a, b.double()), (a.int(), b), (a.mul(9).int(), b.mul(9).long())]:
+        for f in BINARY.values():
+            assert torch.equal(f(x.neuron(), y.neuron()).cpu(), f(x, y))
+    assert torch.equal(torch.exp(a.mul(5).int().neuron()).cpu(), torch.exp(a.mul(5).int()))
+
+
+def test_errors_are_cudas():
+    a, b = pair(torch.float32)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device.*neuron:0 and cpu"):
+        a.neuron() + b.expand(4, 33).contiguous()
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device.*neuron:0 and neuron:1"):
+        a.neuron() + b.to("neuron:1")
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type Long"):
+        a.long().neuron().add_(1.5)
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        b.neuron().add_(a.neuron())
+    # a CPU scalar tensor is allowed next to device tensors, as with CUDA
+    assert torch.equal((a.neuron() * torch.tensor(3.0)).cpu(), a * 3)
+
+
+def test_outputs_live_on_the_operands_core_and_are_counted():
+    a, b = pair(torch.float32)
+    with torch.neuron.device(0):
+        x, y = a.to("neuron:2"), b.to("neuron:2")
+        before = torch.neuron.memory_allocated(2)
+        out = x * y
+        assert out.device == torch.device("neuron:2")
+        assert torch.neuron.memory_allocated(2) == before + out.untyped_storage().nbytes()
+    del out
+    assert torch.neuron.memory_allocated(2) == before
+
+
+def test_autograd_through_direct_kernels():
+    a, b = pair(torch.float32)
+    xs = [a.clone().requires_grad_(), a.clone().neuron().requires_grad_()]
+    for x, other in zip(xs, [b, b.neuron()]):
+        (torch.sigmoid(x * other - 1) / (x + 2)).exp().sum().backward()
+    assert torch.equal(xs[1].grad.cpu(), xs[0].grad)
+
+
+def test_fp64_error_mode_still_applies(monkeypatch):
+    from torch_neuronx import dtypes
+    d = torch.ones(3, dtype=torch.float64, device="neuron")
+    dtypes.set_fp64_mode("error")
+    try:
+        with pytest.raises(RuntimeError, match="TORCHNEURON_FP64=error"):
+            d + d
+    finally:
+        dtypes.set_fp64_mode("allow")
+    assert torch.equal((d + d).cpu(), torch.full((3,), 2.0, dtype=torch.float64))
