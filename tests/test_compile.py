@@ -362,6 +362,27 @@ def test_static_cache_generation_compiles_at_most_two_graphs_and_matches_cpu():
     assert 1 <= s["graphs_compiled"] <= 2, s  # prefill (eager in Transformers 5) + decode
 
 
+@pytest.mark.slow
+def test_sliding_window_static_cache_compiles_two_decode_graphs_not_one_per_token(caplog):
+    """The sliding-window layer's Python token count is traced as a symbolic int: one decode graph while
+    the window fills, one once it is full (instead of a graph per decode step)."""
+    from transformers import MistralConfig, MistralForCausalLM
+    torch.manual_seed(0)
+    cfg = MistralConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, sliding_window=16)
+    model = MistralForCausalLM(cfg).eval()
+    ids = torch.randint(3, 128, (2, 8), generator=torch.Generator().manual_seed(1))
+    kw = dict(max_new_tokens=16, min_new_tokens=16, do_sample=False, cache_implementation="static", pad_token_id=0)
+    ref = model.generate(ids, **kw)  # 8 + 16 tokens: the window of 16 fills during decoding
+    with caplog.at_level(logging.WARNING, logger="torch_neuronx.compile"):
+        out = model.to("neuron").generate(ids.to("neuron"), **kw)
+    assert torch.equal(out.cpu(), ref)
+    s = stats()
+    assert s["graphs_compiled"] == 2 and s["num_recompiles"] == 1, s
+    assert "cumulative_length_int <=" in s["recompiles"][0]["reason"]
+    assert any("sliding window filled up" in r.getMessage() for r in caplog.records)
+
+
 def test_training_arguments_torch_compile_picks_neuron_and_accelerate_compiles_with_it(tmp_path):
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState

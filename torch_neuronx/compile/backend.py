@@ -57,9 +57,23 @@ def _require_static_shapes(gm: torch.fx.GraphModule, example_inputs: Sequence[An
     """Neuron compiles one graph per input shape: reject graphs traced with symbolic sizes."""
     from torch.fx.experimental.symbolic_shapes import free_symbols
     names = stats.input_names(gm, len(example_inputs))
-    for name, x in zip(names, example_inputs):
-        dynamic = isinstance(x, torch.SymInt) or (
-            isinstance(x, torch.Tensor) and any(free_symbols(s) for s in list(x.shape) + list(x.stride())))
+    # The traced placeholders carry the symbolic sizes (the example inputs may be the real tensors).
+    traced = [n.meta.get("example_value", n.meta.get("val")) for n in gm.graph.nodes if n.op == "placeholder"]
+    traced += [None] * (len(example_inputs) - len(traced))
+    shape_symbols = set()
+    for v in list(traced) + list(example_inputs):
+        if isinstance(v, torch.Tensor):
+            for s in list(v.shape) + list(v.stride()):
+                shape_symbols |= free_symbols(s)
+    for name, x, t in zip(names, example_inputs, traced):
+        # A symbolic int that no tensor's shape depends on (static_shapes.CONTROL_INT_SOURCES) is a value
+        # passed to the graph, not a dynamic shape: symbolic tensor sizes, and ints they use, are rejected.
+        value = t if t is not None else x
+        if isinstance(value, torch.SymInt) or isinstance(x, torch.SymInt):
+            dynamic = bool(free_symbols(value if isinstance(value, torch.SymInt) else x) & shape_symbols)
+        else:
+            dynamic = isinstance(value, torch.Tensor) and any(
+                free_symbols(s) for s in list(value.shape) + list(value.stride()))
         if dynamic:
             raise NeuronCompileError(
                 f"torch.compile(backend='neuron') compiles static shapes only, but input {name} was traced with "

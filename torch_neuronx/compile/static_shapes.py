@@ -49,7 +49,37 @@ def install() -> None:
         compiled = original(model, **kwargs)
         from .logging_calls import ignore_library_logging
         ignore_library_logging()  # before the first call traces the model
+        if not isinstance(compiled, torch.nn.Module):
+            compiled = _with_control_ints_symbolic(compiled)
         return compiled
 
     compile._neuron_static_shapes = True  # type: ignore[attr-defined]
     torch.compile = compile
+
+
+# Python ints that a static cache keeps only to choose a code path, matched as Dynamo source names.
+# Transformers' static sliding-window layer counts the tokens it has seen in `cumulative_length_int`
+# (a tensor holds the same count for the graph's arithmetic) and reads it only for `is_full`.
+# Specialized, as dynamic=False specializes every int, each decode step would be a new graph (its
+# value is a new guard) until Dynamo's recompile limit sends decoding back to eager. Traced as a
+# symbolic int instead, the guards say "not full" / "full": two decode graphs, as Neuron compiles for
+# the two code paths, and no tensor shape is symbolic (backend.py still rejects those).
+CONTROL_INT_SOURCES = r".*\.cumulative_length_int$"
+
+
+def _with_control_ints_symbolic(compiled: Any) -> Any:
+    """A compiled function whose calls (when Dynamo traces) treat CONTROL_INT_SOURCES as symbolic ints."""
+
+    @functools.wraps(compiled)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        config = torch.compiler.config
+        saved = config.dynamic_sources
+        if CONTROL_INT_SOURCES in saved:
+            return compiled(*args, **kwargs)
+        config.dynamic_sources = f"{saved},{CONTROL_INT_SOURCES}" if saved else CONTROL_INT_SOURCES
+        try:
+            return compiled(*args, **kwargs)
+        finally:
+            config.dynamic_sources = saved
+
+    return call

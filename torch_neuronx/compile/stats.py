@@ -145,7 +145,10 @@ def _closest(previous: list[dict[str, tuple]], sig: dict[str, tuple]) -> dict[st
     return min(previous, key=lambda old: len(_changed_inputs(old, sig)))
 
 
-def _advice(changed: list[dict[str, Any]]) -> str:
+def _advice(changed: list[dict[str, Any]], reason: str = "") -> str:
+    if "cumulative_length_int" in reason and "==" not in reason.split("#")[0]:
+        return ("The static cache's sliding window filled up: decoding with a full window is the second "
+                "decode graph (compiled once).")
     dims = []
     for c in changed:
         old, new = c["old"], c["new"]
@@ -189,7 +192,7 @@ def begin_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> None
     _in_backend.active = True
     if recompile:
         log.warning("neuron: recompiling %s (graph #%d): %s. %s", recompile["function"], recompile["graph"],
-                    recompile["reason"], _advice(recompile["changed_inputs"]))
+                    recompile["reason"], _advice(recompile["changed_inputs"], recompile["dynamo_reason"]))
     if new_break:
         log.warning("neuron: graph break at %s: %s. The code around it runs eagerly on neuron; the graph "
                     "before it is compiled on its own.", where, break_reason.reason)
