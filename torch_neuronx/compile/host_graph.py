@@ -47,10 +47,22 @@ def _is_neuron(x: Any) -> bool:
     return isinstance(x, torch.Tensor) and x.device.type == NEURON
 
 
+def _real_host_copy(x: torch.Tensor) -> torch.Tensor:
+    """A real host copy of a real device tensor, made outside the compiler's fake-tensor mode."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    with unset_fake_temporarily():
+        return x.detach().cpu()
+
+
 def _host_device(x: Any) -> Any:
-    """torch.device("neuron", i) -> torch.device("cpu"), recursively through args."""
+    """torch.device("neuron", i) -> torch.device("cpu"), recursively through args.
+
+    A real neuron tensor baked into the arguments (a model's constant table) becomes a host copy.
+    """
     if isinstance(x, torch.device) and x.type == NEURON:
         return torch.device("cpu")
+    if _is_neuron(x) and not isinstance(x, torch._subclasses.FakeTensor):
+        return _real_host_copy(x)
     if isinstance(x, (list, tuple)):
         return type(x)(_host_device(v) for v in x)
     if isinstance(x, dict):
@@ -136,8 +148,8 @@ def to_host(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> HostGrap
             owner, _, attr = node.target.rpartition(".")
             module = gm.get_submodule(owner) if owner else gm
             value = getattr(module, attr, None)
-            if _is_neuron(value):
-                setattr(module, attr, value.cpu())
+            if _is_neuron(value) and not isinstance(value, torch._subclasses.FakeTensor):
+                setattr(module, attr, _real_host_copy(value))
     gm.recompile()
 
     host_inputs = [_host_example(x, mode) for x in example_inputs]
@@ -149,8 +161,14 @@ def to_host(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> HostGrap
     traced = [_host_example(ph.meta["val"] if _is_neuron(ph.meta.get("val")) else x, mode)
               for ph, x in zip(placeholders, example_inputs)]
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
-    with mode:
-        FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*traced)
+    # Real tensors in the arguments (constants the trace kept as values) are fakified on the way,
+    # as Inductor does for the same graph on CPU.
+    allow, mode.allow_non_fake_inputs = mode.allow_non_fake_inputs, True
+    try:
+        with mode:
+            FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*traced)
+    finally:
+        mode.allow_non_fake_inputs = allow
 
     plan = HostGraphPlan(device_index=device_index, device_outputs=device_outputs, host_outputs=host_outputs)
     return HostGraph(gm, host_inputs, plan)

@@ -99,23 +99,43 @@ class Uncacheable(Exception):
     """The graph cannot be keyed reliably (e.g. a constant whose bytes cannot be read): compile, don't cache."""
 
 
+def _tensor_digest(h: Any, name: str, value: torch.Tensor) -> None:
+    if type(value) not in (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer):
+        raise Uncacheable(f"constant {name} is a {type(value).__name__}")
+    t = value.detach().cpu().contiguous()
+    h.update(name.encode())
+    h.update(_describe_input(t).encode())
+    h.update(t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+
+
 def _constants_digest(gm: torch.fx.GraphModule) -> str:
+    """The bytes of the graph's tensor constants: attributes (get_attr) and real tensors in arguments."""
+    from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
     h = hashlib.sha256()
-    for node in gm.graph.nodes:
-        if node.op != "get_attr":
-            continue
-        owner, _, attr = node.target.rpartition(".")
-        value = getattr(gm.get_submodule(owner) if owner else gm, attr, None)
-        h.update(node.target.encode())
-        if isinstance(value, torch.Tensor):
-            if type(value) not in (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer):
-                raise Uncacheable(f"constant {node.target} is a {type(value).__name__}")
-            t = value.detach().cpu().contiguous()
-            h.update(_describe_input(t).encode())
-            h.update(t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-        else:
-            h.update(repr(type(value)).encode())
+    with unset_fake_temporarily():  # real tensors, read outside the compiler's fake-tensor mode
+        for node in gm.graph.nodes:
+            if node.op == "get_attr":
+                owner, _, attr = node.target.rpartition(".")
+                value = getattr(gm.get_submodule(owner) if owner else gm, attr, None)
+                if isinstance(value, torch.Tensor):
+                    _tensor_digest(h, node.target, value)
+                else:
+                    h.update(node.target.encode() + repr(type(value)).encode())
+            for i, a in enumerate(_flat_tensors((node.args, node.kwargs))):
+                if isinstance(a, FakeTensor):
+                    raise Uncacheable(f"fake tensor in the arguments of {node.name}")
+                _tensor_digest(h, f"{node.name}.arg{i}", a)
     return h.hexdigest()
+
+
+def _flat_tensors(x: Any) -> list[torch.Tensor]:
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in _flat_tensors(v)]
+    if isinstance(x, dict):
+        return [t for v in x.values() for t in _flat_tensors(v)]
+    return []
 
 
 def graph_key(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], kind: str,
