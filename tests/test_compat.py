@@ -172,6 +172,18 @@ def test_error_categories():
     assert torch.neuron.is_available()
 
 
+def test_recompile_verdict_allows_only_the_sliding_window_filling_up():
+    from torch_neuronx.compat.compile_counters import CompileCounts
+    from torch_neuronx.compat.worker import _compile_verdict
+    fill = "0/0: kwargs['past_key_values'].layers[0].cumulative_length_int <= 15  # if is_full:"
+    per_token = "0/0: kwargs['past_key_values'].layers[0].cumulative_length_int == 8  # is_full = ..."
+    assert _compile_verdict(CompileCounts(graphs=2, recompiles=1, recompile_reasons=[fill])) == (None, "")
+    assert _compile_verdict(CompileCounts(graphs=3, recompiles=2, recompile_reasons=[fill, fill]))[0] == "recompile"
+    assert _compile_verdict(CompileCounts(graphs=2, recompiles=1, recompile_reasons=[per_token]))[0] == "recompile"
+    assert _compile_verdict(CompileCounts(graphs=2, recompiles=1, recompile_reasons=["input L['x'] changed"]))[0] \
+        == "recompile"
+
+
 def test_list_and_unknown_architecture():
     r = subprocess.run([sys.executable, "-m", "torch_neuronx.cli", "compat", "--list"], capture_output=True,
                        text=True, cwd=ROOT, timeout=120)
