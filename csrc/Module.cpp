@@ -39,5 +39,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_fp64_mode", &neuron::set_fp64_mode);
   m.def("_fallback_counts", &neuron::fallback_counts);
   m.def("_reset_fallback_counts", &neuron::reset_fallback_counts);
+  m.def("_route_structured_ops_to_fallback", &neuron::route_structured_ops_to_fallback);
   m.def("_default_generator", [](int d) { return neuron::default_generator(static_cast<c10::DeviceIndex>(d)); });
 }
