@@ -22,11 +22,13 @@ EXPECTED_CHECKS = 78  # per rank; guards against checks silently not running
 
 @pytest.mark.slow
 def test_collectives_match_gloo_across_two_hosts():
-    from test_distributed_launch import free_port, run_together, torchrun_cmd
+    from test_distributed_launch import dist_env, free_port, run_together, torchrun_cmd
 
     port = free_port()
+    # Ranks of two real hosts cannot share memory: the pre-collective check goes through gloo, as here.
+    env = dist_env(TORCHNEURON_COLLECTIVE_CHECKS="network")
     results = run_together([torchrun_cmd("test_distributed_collectives.py", 2, nnodes=2, node_rank=n, port=port)
-                            for n in range(2)], timeout=270)
+                            for n in range(2)], timeout=270, envs=[env, env])
     out = "".join(text for _, text in results)
     for code, text in results:
         assert code == 0, text[-6000:]

@@ -29,9 +29,10 @@ PYBIND11_MODULE(_C_distributed, m) {
       .def("__deepcopy__", [](const Options& self, py::dict) { return c10::make_intrusive<Options>(self); });
 
   py::class_<ProcessGroupNeuron, c10d::Backend, c10::intrusive_ptr<ProcessGroupNeuron>>(m, "ProcessGroupNeuron")
-      .def(py::init<c10::intrusive_ptr<c10d::Backend>, c10::intrusive_ptr<Options>,
-                    ProcessGroupNeuron::HostFactory>(),
-           py::arg("host"), py::arg("options"), py::arg("host_factory"))
+      .def(py::init<c10::intrusive_ptr<c10d::Backend>, c10::intrusive_ptr<Options>, ProcessGroupNeuron::HostFactory,
+                    const c10::intrusive_ptr<c10d::Store>&>(),
+           py::arg("host"), py::arg("options"), py::arg("host_factory"), py::arg("store"),
+           py::call_guard<py::gil_scoped_release>())  // meets the other ranks on the store
       // split_group reads `options` of the parent (as it does for gloo and NCCL).
       .def_property_readonly("options", &ProcessGroupNeuron::getBackendOptions)
       .def_property_readonly("host", &ProcessGroupNeuron::host,

@@ -130,23 +130,35 @@ std::string CollectiveSignature::describe() const {
   return out.str();
 }
 
-bool collective_checks_enabled() {
-  static const bool enabled = [] {
+CheckMode collective_check_mode() {
+  static const CheckMode mode = [] {
     const char* v = std::getenv("TORCHNEURON_COLLECTIVE_CHECKS");
-    return !(v && std::string(v) == "0");
+    std::string value = v ? v : "";
+    if (value == "0") return CheckMode::kOff;
+    if (value == "network") return CheckMode::kNetwork;
+    return CheckMode::kAuto;
   }();
-  return enabled;
+  return mode;
 }
 
-void check_same_collective(c10d::Backend& host, const CollectiveSignature& mine, const std::string& name) {
+void check_same_collective(c10d::Backend& host, SignatureBoard* board, std::chrono::milliseconds timeout,
+                           const CollectiveSignature& mine, const std::string& name) {
   const int size = host.getSize();
   const auto fields = pack(mine);
-  auto send = at::empty({kFields}, at::kLong);
-  std::copy(fields.begin(), fields.end(), send.data_ptr<int64_t>());
-  auto all = at::empty({size * kFields}, at::kLong);
-  auto work = host._allgather_base(all, send, c10d::AllgatherOptions());
+  const int64_t* rows = nullptr;
+  int stride = kFields;
+  at::Tensor all;  // keeps the gathered rows alive (gloo way)
   try {
-    work->wait();
+    if (board) {
+      rows = board->exchange(fields.data(), kFields, timeout);
+      stride = SignatureBoard::kMaxFields;
+    } else {
+      auto send = at::empty({kFields}, at::kLong);
+      std::copy(fields.begin(), fields.end(), send.data_ptr<int64_t>());
+      all = at::empty({size * kFields}, at::kLong);
+      host._allgather_base(all, send, c10d::AllgatherOptions())->wait();
+      rows = all.data_ptr<int64_t>();
+    }
   } catch (const std::exception& e) {
     const auto* err = dynamic_cast<const c10::Error*>(&e);
     C10_THROW_ERROR(
@@ -156,15 +168,14 @@ void check_same_collective(c10d::Backend& host, const CollectiveSignature& mine,
                  "\nUsual causes: a peer rank exited, or did not reach this collective within the process group "
                  "timeout."));
   }
-  const int64_t* rows = all.data_ptr<int64_t>();
   bool agree = true;
-  for (int r = 0; r < size && agree; ++r) agree = same(rows + r * kFields, fields.data());
+  for (int r = 0; r < size && agree; ++r) agree = same(rows + r * stride, fields.data());
   if (agree) return;
 
   // Group the ranks by what they ran, for a message that shows the disagreement at a glance.
   std::map<std::string, std::vector<int>> by_call;
   for (int r = 0; r < size; ++r) {
-    const int64_t* row = rows + r * kFields;
+    const int64_t* row = rows + r * stride;
     by_call[row[0] == kMagic ? unpack(row).describe() : "something other than a checked collective"].push_back(r);
   }
   std::ostringstream msg;

@@ -4,14 +4,18 @@
 // Gloo does not check this itself: a size mismatch aborts a process from
 // gloo's I/O thread (std::terminate, nothing to catch), and a same-sized dtype
 // mismatch or a mismatched broadcast completes with garbage. Each rank
-// therefore all-gathers a small signature of its collective through the host
-// backend and compares; a disagreement raises, on every rank, an error naming
-// what each rank ran. Costs one small all-gather per collective;
-// TORCHNEURON_COLLECTIVE_CHECKS=0 turns it off.
+// therefore posts a small signature of its collective and compares it with
+// everyone's; a disagreement raises, on every rank, an error naming what each
+// rank ran. Ranks on one host post through shared memory (SignatureBoard.h,
+// microseconds); a group spanning hosts all-gathers through gloo (one small
+// collective). TORCHNEURON_COLLECTIVE_CHECKS=0 turns the check off,
+// =network forces the gloo way (tests of multi-host groups on one machine).
 #pragma once
 
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include "distributed/SignatureBoard.h"
 
 #include <array>
 #include <string>
@@ -41,10 +45,14 @@ struct CollectiveSignature {
   std::string describe() const;
 };
 
-bool collective_checks_enabled();
+enum class CheckMode { kOff, kAuto, kNetwork };
+CheckMode collective_check_mode();  // from TORCHNEURON_COLLECTIVE_CHECKS, read once
 
-// Blocks until every rank of `host`'s group has sent its signature; throws a
-// c10::DistBackendError if they differ. `name` is the group's name for the message.
-void check_same_collective(c10d::Backend& host, const CollectiveSignature& mine, const std::string& name);
+// Blocks until every rank of the group has posted its signature, on `board`
+// when there is one, else through `host`; throws a c10::DistBackendError if
+// they differ, or if a peer exits or `timeout` passes first. `name` is the
+// group's name for the message.
+void check_same_collective(c10d::Backend& host, SignatureBoard* board, std::chrono::milliseconds timeout,
+                           const CollectiveSignature& mine, const std::string& name);
 
 } // namespace neuron::distributed

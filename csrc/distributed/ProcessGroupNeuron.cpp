@@ -76,11 +76,14 @@ std::function<void()> finisher(const HostReduction& plan, TensorList host_output
 } // namespace
 
 ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> host, c10::intrusive_ptr<Options> options,
-                                       HostFactory host_factory)
+                                       HostFactory host_factory, const c10::intrusive_ptr<c10d::Store>& store)
     : c10d::Backend(host->getRank(), host->getSize()),
       host_(std::move(host)),
       options_(std::move(options)),
       host_factory_(std::move(host_factory)) {
+  if (collective_check_mode() == CheckMode::kAuto && size_ > 1) {
+    board_ = SignatureBoard::connect(*store, rank_, size_);
+  }
   init();
 }
 
@@ -96,7 +99,9 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::wrap(c10::intrusive_ptr<Work> host_
 }
 
 void ProcessGroupNeuron::agree(const CollectiveSignature& signature) const {
-  if (collective_checks_enabled()) check_same_collective(*host_, signature, pg_uid_);
+  if (collective_check_mode() != CheckMode::kOff) {
+    check_same_collective(*host_, board_.get(), options_->timeout, signature, pg_uid_);
+  }
 }
 
 // ---- collectives -----------------------------------------------------------
@@ -357,8 +362,8 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupNeuron::split(const c10::intrusive
   }
   auto host = host_factory_(store, group_rank, static_cast<int>(ranks.size()), child);
   TORCH_CHECK(host, "neuron backend: the host backend factory returned nothing for split ranks ", ranks);
-  c10::intrusive_ptr<c10d::Backend> split = c10::make_intrusive<ProcessGroupNeuron>(std::move(host), std::move(child),
-                                                                                     host_factory_);
+  c10::intrusive_ptr<c10d::Backend> split =
+      c10::make_intrusive<ProcessGroupNeuron>(std::move(host), std::move(child), host_factory_, store);
   last_split_key_ = std::move(key);
   last_split_ = c10::weak_intrusive_ptr<c10d::Backend>(split);
   return split;

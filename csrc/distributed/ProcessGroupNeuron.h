@@ -19,6 +19,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -40,8 +41,9 @@ class ProcessGroupNeuron : public c10d::Backend {
   using HostFactory = std::function<c10::intrusive_ptr<c10d::Backend>(
       const c10::intrusive_ptr<c10d::Store>&, int, int, const c10::intrusive_ptr<Options>&)>;
 
+  // `store` is the group's: the ranks meet there once to share a SignatureBoard.
   ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> host, c10::intrusive_ptr<Options> options,
-                     HostFactory host_factory);
+                     HostFactory host_factory, const c10::intrusive_ptr<c10d::Store>& store);
 
   const std::string getBackendName() const override { return kBackendName; }
   c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override { return options_; }
@@ -115,6 +117,7 @@ class ProcessGroupNeuron : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> host_;
   c10::intrusive_ptr<Options> options_;
   HostFactory host_factory_;
+  std::unique_ptr<SignatureBoard> board_;  // null: checks off, or through the host backend
 
   // ProcessGroup::splitGroup (torch 2.13) calls split() once per device type
   // this backend serves (neuron and cpu), with the same store: the second call

@@ -43,7 +43,7 @@ def _create_backend(dist_opts, backend_options=None):
     options.group_name = dist_opts.group_id
     options.global_ranks_in_group = list(dist_opts.global_ranks_in_group)
     host = _new_host_backend(dist_opts.store, dist_opts.group_rank, dist_opts.group_size, options)
-    return native().ProcessGroupNeuron(host, options, _new_host_backend)
+    return native().ProcessGroupNeuron(host, options, _new_host_backend, dist_opts.store)
 
 
 def _new_host_backend(store, rank: int, size: int, options):
