@@ -1,7 +1,9 @@
 """Every collective of the neuron c10d backend against the same collective of gloo on CPU tensors.
 
-One run: two torchrun agents (two emulated hosts, 2 ranks each, rendezvous on
-127.0.0.1) execute this file as their script. Each rank runs each collective
+Two runs: two torchrun agents (two emulated hosts, 2 ranks each, the
+pre-collective check through gloo as between real hosts), and one agent of 4
+ranks (one host, the check through shared memory); rendezvous on 127.0.0.1,
+the agents execute this file as their script. Each rank runs each collective
 on neuron tensors over the "neuron" group and on CPU copies over a gloo group,
 and compares: bit-exact for integers, allclose for floats. Also: async handles,
 futures, object collectives, subgroups, a DeviceMesh made by split_group, and
@@ -20,21 +22,32 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 EXPECTED_CHECKS = 78  # per rank; guards against checks silently not running
 
 
+# (torchrun agents, ranks per agent, TORCHNEURON_COLLECTIVE_CHECKS, how groups spanning the agents check)
+LAYOUTS = {
+    # Ranks of two real hosts cannot share memory: the pre-collective check goes through gloo, as forced here.
+    "two_hosts": (2, 2, "network", "network"),
+    # One host: the check goes through shared memory (SignatureBoard), the default.
+    "one_host": (1, 4, None, "shared memory"),
+}
+
+
 @pytest.mark.slow
-def test_collectives_match_gloo_across_two_hosts():
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_collectives_match_gloo(layout):
     from test_distributed_launch import dist_env, free_port, run_together, torchrun_cmd
 
+    agents, per_agent, checks, transport = LAYOUTS[layout]
     port = free_port()
-    # Ranks of two real hosts cannot share memory: the pre-collective check goes through gloo, as here.
-    env = dist_env(TORCHNEURON_COLLECTIVE_CHECKS="network")
-    results = run_together([torchrun_cmd("test_distributed_collectives.py", 2, nnodes=2, node_rank=n, port=port)
-                            for n in range(2)], timeout=270, envs=[env, env])
+    env = dist_env(**({"TORCHNEURON_COLLECTIVE_CHECKS": checks} if checks else {}))
+    results = run_together([torchrun_cmd("test_distributed_collectives.py", per_agent, nnodes=agents, node_rank=n,
+                                         port=port) for n in range(agents)], timeout=270, envs=[env] * agents)
     out = "".join(text for _, text in results)
     for code, text in results:
         assert code == 0, text[-6000:]
     assert "FAIL" not in out, out
-    for rank, local in [(0, 0), (1, 1), (2, 0), (3, 1)]:
-        assert f"rank {rank} bound to neuron:{local}" in out, out
+    for rank in range(agents * per_agent):
+        assert f"rank {rank} bound to neuron:{rank % per_agent}" in out, out
+        assert f"rank {rank} checks collectives through {transport}" in out, out
         n = out.count(f"[{rank}] ok ")  # not per line: two ranks' prints can interleave on one line
         assert n >= EXPECTED_CHECKS, f"rank {rank} ran only {n} checks:\n{out}"
 
@@ -55,6 +68,8 @@ def _worker() -> None:
     dev = torch.device("neuron", local)
     dist.init_process_group("neuron")  # no device_id, as Transformers does; the bound case comes last
     gloo = dist.new_group(backend="gloo")  # the reference (torch cannot add a gloo group to a neuron-bound world)
+    transport = dist.group.WORLD._get_backend(dev).check_transport
+    print(f"rank {rank} checks collectives through {transport}", flush=True)
     failures: list[str] = []
 
     def check(name: str, ok: bool, detail: str = "") -> None:

@@ -62,13 +62,16 @@ def test_rank_missing_at_init_times_out():
 
 
 @pytest.mark.slow
-def test_mismatched_collectives_error_clearly_and_group_survives():
-    results, _ = _run_ranks("mismatch", 2, timeout=150, PG_TIMEOUT=60)
+@pytest.mark.parametrize("checks", ["shared_memory", "network"])
+def test_mismatched_collectives_error_clearly_and_group_survives(checks):
+    env = {"TORCHNEURON_COLLECTIVE_CHECKS": "network"} if checks == "network" else {}
+    results, _ = _run_ranks("mismatch", 2, timeout=150, PG_TIMEOUT=60, **env)
     for rank, (code, text) in results.items():
         assert code == 0, text[-4000:]
         for case in ("shape", "dtype", "op", "gather_size", "broadcast_size"):
             assert f"case {case}: clear error" in text, text[-4000:]
         assert "group still works" in text
+        assert f"checks through {checks.replace('_', ' ')}" in text, text[-4000:]
     text = results[0][1]
     assert "rank 0 ran all_reduce(SUM) float32[4]" in text and "rank 1 ran all_reduce(SUM) float32[8]" in text, text
     assert "rank 1 ran all_reduce(SUM) int32[4]" in text, text
@@ -124,6 +127,7 @@ def _rank(scenario: str) -> None:
         sys.exit(3 if err else 0)
 
     if scenario == "mismatch":
+        print(f"checks through {dist.group.WORLD._get_backend(dev).check_transport}", flush=True)
         cases = {
             "shape": lambda: dist.all_reduce(torch.ones(4 if rank == 0 else 8, device=dev)),
             "dtype": lambda: dist.all_reduce(torch.ones(4, dtype=torch.float32 if rank == 0 else torch.int32,

@@ -36,5 +36,8 @@ PYBIND11_MODULE(_C_distributed, m) {
       // split_group reads `options` of the parent (as it does for gloo and NCCL).
       .def_property_readonly("options", &ProcessGroupNeuron::getBackendOptions)
       .def_property_readonly("host", &ProcessGroupNeuron::host,
-                             "The host backend (ProcessGroupGloo) that moves the bytes");
+                             "The host backend (ProcessGroupGloo) that moves the bytes")
+      .def_property_readonly("check_transport", &ProcessGroupNeuron::check_transport,
+                             "How the ranks compare collectives before running them: 'shared memory' (ranks of "
+                             "one host), 'network' (through the host backend) or 'off'");
 }

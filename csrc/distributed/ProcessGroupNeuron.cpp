@@ -98,6 +98,11 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::wrap(c10::intrusive_ptr<Work> host_
                                          std::move(describe));
 }
 
+std::string ProcessGroupNeuron::check_transport() const {
+  if (collective_check_mode() == CheckMode::kOff) return "off";
+  return board_ ? "shared memory" : "network";
+}
+
 void ProcessGroupNeuron::agree(const CollectiveSignature& signature) const {
   if (collective_check_mode() != CheckMode::kOff) {
     check_same_collective(*host_, board_.get(), options_->timeout, signature, pg_uid_);

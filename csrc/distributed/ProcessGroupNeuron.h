@@ -48,6 +48,8 @@ class ProcessGroupNeuron : public c10d::Backend {
   const std::string getBackendName() const override { return kBackendName; }
   c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override { return options_; }
   const c10::intrusive_ptr<c10d::Backend>& host() const { return host_; }
+  // How the pre-collective check runs: "shared memory", "network" (through the host backend) or "off".
+  std::string check_transport() const;
 
   bool supportsSplitting() const override { return true; }
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,

@@ -87,6 +87,8 @@ void futex_wait(uint32_t* word, uint32_t expected, std::chrono::milliseconds at_
 void futex_wake_all(uint32_t* word) { syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0); }
 
 const std::string kPrefix = "neuron_check_board/";
+constexpr int kPolls = 200;
+constexpr std::chrono::milliseconds kCheckEvery(100);
 
 } // namespace
 
@@ -168,8 +170,6 @@ SignatureBoard::~SignatureBoard() { munmap(base_, bytes_); }
 
 uint32_t* SignatureBoard::arrived() const { return &static_cast<Header*>(base_)->arrived; }
 
-
-
 int64_t* SignatureBoard::rows(uint32_t slot) const {
   return reinterpret_cast<int64_t*>(static_cast<char*>(base_) + rows_offset(size_)) +
          static_cast<size_t>(slot) * size_ * kMaxFields;
@@ -198,26 +198,30 @@ const int64_t* SignatureBoard::exchange(const int64_t* mine, int n_fields, std::
   auto reached = [&](uint32_t now) { return static_cast<int32_t>(now - target) >= 0; };
   if (reached(count.fetch_add(1, std::memory_order_acq_rel) + 1)) {
     futex_wake_all(arrived());  // the last to arrive wakes the others
-  } else {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (int spins = 0;; ++spins) {
-      uint32_t now = count.load(std::memory_order_acquire);
-      if (reached(now)) break;
-      if (spins < 200) {
-        continue;  // a peer arriving within a microsecond or two is worth a short spin, not a sleep
-      }
-      // No sched_yield: on a host with more ranks than CPUs it can hand the CPU away for a whole
-      // time slice. Sleeping on the futex wakes exactly when the last rank arrives.
-      // Sleep on the word; wake at least every 100 ms to notice a peer that died or the deadline.
-      futex_wait(arrived(), now, std::chrono::milliseconds(100));
-      if (reached(count.load(std::memory_order_acquire))) break;
-      if (auto dead = dead_peers(); !dead.empty()) {
-        C10_THROW_ERROR(DistBackendError, c10::str(dead, " exited"));
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        C10_THROW_ERROR(DistBackendError, c10::str("timed out after ", timeout.count(),
-                                                   " ms waiting for the other ranks (process group timeout)"));
-      }
+    return rows(k % kSlots);
+  }
+  // A peer arriving within a microsecond or two is worth a short poll; after that, sleep on the word
+  // until the last rank wakes it. Spinning longer (or polling with sched_yield) was measured to cost
+  // more than it saves on a host with more ranks than CPUs: it takes the CPU from the ranks that must
+  // arrive. Wake up every 100 ms to notice a peer that died, or the deadline.
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + timeout;
+  auto next_check = start + kCheckEvery;
+  for (int polls = 0;; ++polls) {
+    const uint32_t now = count.load(std::memory_order_acquire);
+    if (reached(now)) break;
+    if (polls < kPolls) continue;
+    futex_wait(arrived(), now, kCheckEvery);  // returns early when another rank arrives
+    const auto t = std::chrono::steady_clock::now();
+    if (t < next_check) continue;
+    next_check = t + kCheckEvery;
+    if (reached(count.load(std::memory_order_acquire))) break;
+    if (auto dead = dead_peers(); !dead.empty()) {
+      C10_THROW_ERROR(DistBackendError, c10::str(dead, " exited"));
+    }
+    if (t > deadline) {
+      C10_THROW_ERROR(DistBackendError, c10::str("timed out after ", timeout.count(),
+                                                 " ms waiting for the other ranks (process group timeout)"));
     }
   }
   return rows(k % kSlots);
