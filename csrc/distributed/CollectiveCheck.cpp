@@ -11,13 +11,15 @@ namespace neuron::distributed {
 namespace {
 
 constexpr int64_t kMagic = 0x4e4555524f4e31;  // "NEURON1": tells a signature from stray bytes
-constexpr int kFields = 9 + CollectiveSignature::kDims;
+constexpr int kFields = 10 + CollectiveSignature::kDims;
+static_assert(kFields <= SignatureBoard::kMaxFields);
 
 std::array<int64_t, kFields> pack(const CollectiveSignature& s) {
   std::array<int64_t, kFields> f{kMagic, static_cast<int64_t>(s.op), s.reduce_op, s.root, s.dtype,
                                  s.tensors, s.numel, s.ndim};
   for (int i = 0; i < CollectiveSignature::kDims; ++i) f[8 + i] = s.dims[i];
   f[8 + CollectiveSignature::kDims] = s.shape_hash;
+  f[9 + CollectiveSignature::kDims] = s.example_numel;
   return f;
 }
 
@@ -32,6 +34,7 @@ CollectiveSignature unpack(const int64_t* f) {
   s.ndim = f[7];
   for (int i = 0; i < CollectiveSignature::kDims; ++i) s.dims[i] = f[8 + i];
   s.shape_hash = f[8 + CollectiveSignature::kDims];
+  s.example_numel = f[9 + CollectiveSignature::kDims];
   return s;
 }
 
@@ -91,6 +94,7 @@ CollectiveSignature CollectiveSignature::of(c10d::OpType op, const at::Tensor& e
   if (example.defined()) {
     s.dtype = static_cast<int64_t>(example.scalar_type());
     s.ndim = example.dim();
+    s.example_numel = example.numel();
     size_t h = 0;
     for (int64_t i = 0; i < example.dim(); ++i) {
       if (i < kDims) s.dims[i] = example.size(i);
@@ -104,6 +108,7 @@ CollectiveSignature CollectiveSignature::of(c10d::OpType op, const at::Tensor& e
 CollectiveSignature& CollectiveSignature::any_shape() {
   numel = -1;
   ndim = -1;
+  example_numel = -1;
   dims.fill(0);
   shape_hash = 0;
   return *this;
@@ -141,37 +146,24 @@ CheckMode collective_check_mode() {
   return mode;
 }
 
-void check_same_collective(c10d::Backend& host, SignatureBoard* board, std::chrono::milliseconds timeout,
-                           const CollectiveSignature& mine, const std::string& name) {
-  const int size = host.getSize();
-  const auto fields = pack(mine);
-  const int64_t* rows = nullptr;
-  int stride = kFields;
-  at::Tensor all;  // keeps the gathered rows alive (gloo way)
-  try {
-    if (board) {
-      rows = board->exchange(fields.data(), kFields, timeout);
-      stride = SignatureBoard::kMaxFields;
-    } else {
-      auto send = at::empty({kFields}, at::kLong);
-      std::copy(fields.begin(), fields.end(), send.data_ptr<int64_t>());
-      all = at::empty({size * kFields}, at::kLong);
-      host._allgather_base(all, send, c10d::AllgatherOptions())->wait();
-      rows = all.data_ptr<int64_t>();
-    }
-  } catch (const std::exception& e) {
-    const auto* err = dynamic_cast<const c10::Error*>(&e);
-    C10_THROW_ERROR(
-        DistBackendError,
-        c10::str("neuron backend: ", mine.describe(), " on rank ", host.getRank(), " of ", size,
-                 " failed while the ranks met to start it: ", err ? err->what_without_backtrace() : e.what(),
-                 "\nUsual causes: a peer rank exited, or did not reach this collective within the process group "
-                 "timeout."));
-  }
-  bool agree = true;
-  for (int r = 0; r < size && agree; ++r) agree = same(rows + r * stride, fields.data());
-  if (agree) return;
+namespace {
 
+[[noreturn]] void raise_meeting_failed(const CollectiveSignature& mine, int rank, int size, const std::exception& e) {
+  const auto* err = dynamic_cast<const c10::Error*>(&e);
+  C10_THROW_ERROR(
+      DistBackendError,
+      c10::str("neuron backend: ", mine.describe(), " on rank ", rank, " of ", size,
+               " failed while the ranks met to start it: ", err ? err->what_without_backtrace() : e.what(),
+               "\nUsual causes: a peer rank exited, or did not reach this collective within the process group "
+               "timeout."));
+}
+
+// "" if all `size` rows (`stride` apart) equal `mine`, else the message that names what each rank ran.
+std::string disagreement(const int64_t* rows, int stride, int size, int rank, const int64_t* mine,
+                         const std::string& name) {
+  bool agree = true;
+  for (int r = 0; r < size && agree; ++r) agree = same(rows + r * stride, mine);
+  if (agree) return "";
   // Group the ranks by what they ran, for a message that shows the disagreement at a glance.
   std::map<std::string, std::vector<int>> by_call;
   for (int r = 0; r < size; ++r) {
@@ -189,9 +181,62 @@ void check_same_collective(c10d::Backend& host, SignatureBoard* board, std::chro
   }
   msg << ". Every rank of a group must issue the same collectives in the same order, with tensors of the same "
          "shape and dtype (an uneven last batch is a common cause). This rank is "
-      << host.getRank() << ". (Checked by TorchNeuron before moving any data; TORCHNEURON_COLLECTIVE_CHECKS=0 "
-      << "skips the check.)";
-  C10_THROW_ERROR(DistBackendError, msg.str());
+      << rank << ". (Checked by TorchNeuron; TORCHNEURON_COLLECTIVE_CHECKS=0 skips the check.)";
+  return msg.str();
+}
+
+} // namespace
+
+void check_same_collective(c10d::Backend& host, const CollectiveSignature& mine, const std::string& name) {
+  const int size = host.getSize();
+  const auto fields = pack(mine);
+  auto send = at::empty({kFields}, at::kLong);
+  std::copy(fields.begin(), fields.end(), send.data_ptr<int64_t>());
+  auto all = at::empty({size * kFields}, at::kLong);
+  try {
+    host._allgather_base(all, send, c10d::AllgatherOptions())->wait();
+  } catch (const std::exception& e) {
+    raise_meeting_failed(mine, host.getRank(), size, e);
+  }
+  auto msg = disagreement(all.data_ptr<int64_t>(), kFields, size, host.getRank(), fields.data(), name);
+  if (!msg.empty()) C10_THROW_ERROR(DistBackendError, msg);
+}
+
+bool starts_before_all_posted(const CollectiveSignature& s) {
+  using c10d::OpType;
+  return (s.op == OpType::ALLREDUCE || s.op == OpType::_ALLGATHER_BASE || s.op == OpType::_REDUCE_SCATTER_BASE) &&
+         s.tensors == 1 && s.dtype >= 0 && s.example_numel >= 0;
+}
+
+BoardCheck::BoardCheck(std::shared_ptr<SignatureBoard> board, const CollectiveSignature& mine,
+                       std::chrono::milliseconds timeout, int rank, int size, std::string name)
+    : board_(std::move(board)), signature_(mine), timeout_(timeout), rank_(rank), size_(size), name_(std::move(name)) {
+  const auto fields = pack(mine);
+  std::copy(fields.begin(), fields.end(), mine_.begin());
+  try {
+    round_ = board_->post(mine_.data(), kFields, timeout_);
+  } catch (const std::exception& e) {
+    raise_meeting_failed(signature_, rank_, size_, e);
+  }
+  const int64_t* reference = round_.rows + static_cast<size_t>(round_.reference) * SignatureBoard::kMaxFields;
+  if (same(reference, mine_.data())) {
+    start_now_ = starts_before_all_posted(mine);
+  } else {
+    reference_ = unpack(reference);
+    stand_in_ = starts_before_all_posted(reference_);
+  }
+}
+
+void BoardCheck::finish() {
+  try {
+    board_->wait_all(round_, timeout_);
+  } catch (const std::exception& e) {
+    raise_meeting_failed(signature_, rank_, size_, e);
+  }
+  // Read the rows before releasing them: once every rank released, the slot is reused.
+  auto msg = disagreement(round_.rows, SignatureBoard::kMaxFields, size_, rank_, mine_.data(), name_);
+  board_->release(round_);
+  if (!msg.empty()) C10_THROW_ERROR(DistBackendError, msg);
 }
 
 } // namespace neuron::distributed

@@ -73,6 +73,34 @@ std::function<void()> finisher(const HostReduction& plan, TensorList host_output
   return [plan, host_outputs = std::move(host_outputs)] { plan.finish(host_outputs); };
 }
 
+// The finish step of a work: first the check of a collective that started before every rank posted
+// (it throws on a disagreement), then the host reduction's step.
+std::function<void()> then(std::function<void()> verify, std::function<void()> finish) {
+  if (!verify) return finish;
+  if (!finish) return verify;
+  return [verify = std::move(verify), finish = std::move(finish)] {
+    verify();
+    finish();
+  };
+}
+
+// Issues a collective that may have started before every rank posted: if issuing it throws, the
+// check still runs (it releases the board's slot), and the issuing error is the one raised.
+template <typename F>
+c10::intrusive_ptr<Work> issue(const std::function<void()>& verify, F&& fn) {
+  try {
+    return fn();
+  } catch (...) {
+    if (verify) {
+      try {
+        verify();
+      } catch (...) {
+      }
+    }
+    throw;
+  }
+}
+
 } // namespace
 
 ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> host, c10::intrusive_ptr<Options> options,
@@ -103,9 +131,48 @@ std::string ProcessGroupNeuron::check_transport() const {
   return board_ ? "shared memory" : "network";
 }
 
-void ProcessGroupNeuron::agree(const CollectiveSignature& signature) const {
-  if (collective_check_mode() != CheckMode::kOff) {
-    check_same_collective(*host_, board_.get(), options_->timeout, signature, pg_uid_);
+std::function<void()> ProcessGroupNeuron::agree(const CollectiveSignature& signature) {
+  const auto mode = collective_check_mode();
+  if (mode == CheckMode::kOff || size_ == 1) return nullptr;
+  if (!board_) {
+    check_same_collective(*host_, signature, pg_uid_);
+    return nullptr;
+  }
+  auto check = std::make_shared<BoardCheck>(board_, signature, options_->timeout, rank_, size_, pg_uid_);
+  if (check->start_now()) return [check] { check->finish(); };
+  if (const auto* reference = check->stand_in()) {
+    try {
+      stand_in(*reference);
+    } catch (const std::exception&) {
+      // finish() raises the disagreement, the error that explains this one
+    }
+  }
+  check->finish();  // throws, after a stand-in always
+  return nullptr;
+}
+
+void ProcessGroupNeuron::stand_in(const CollectiveSignature& reference) {
+  auto dtype = static_cast<at::ScalarType>(reference.dtype);
+  auto zeros = [&](int64_t n) { return at::zeros({n}, at::TensorOptions().dtype(dtype)); };
+  const int64_t n = reference.example_numel;
+  switch (reference.op) {
+    case OpType::ALLREDUCE: {
+      TensorList t{zeros(n)};
+      host_->allreduce(t, c10d::AllreduceOptions())->wait();
+      break;
+    }
+    case OpType::_ALLGATHER_BASE: {
+      auto in = zeros(n), out = zeros(n * size_);
+      host_->_allgather_base(out, in, c10d::AllgatherOptions())->wait();
+      break;
+    }
+    case OpType::_REDUCE_SCATTER_BASE: {
+      auto out = zeros(n), in = zeros(n * size_);
+      host_->_reduce_scatter_base(out, in, c10d::ReduceScatterOptions())->wait();
+      break;
+    }
+    default:
+      TORCH_INTERNAL_ASSERT(false, "neuron backend: no stand-in for ", reference.describe());
   }
 }
 
@@ -124,13 +191,14 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::allreduce(TensorList& tensors, cons
   check_devices("all_reduce", tensors);
   const auto& example = first(tensors, "all_reduce");
   auto plan = HostReduction::plan(opts.reduceOp, example.scalar_type(), size_, "all_reduce");
-  agree(Sig::of(OpType::ALLREDUCE, example, tensors.size(), numel_of(tensors)).with_reduce(opts.reduceOp.op_));
+  auto verify =
+      agree(Sig::of(OpType::ALLREDUCE, example, tensors.size(), numel_of(tensors)).with_reduce(opts.reduceOp.op_));
   auto host = on_host(tensors);
   plan.scale_in_place(host);
   auto host_opts = opts;
   host_opts.reduceOp = plan.host_op;
-  auto work = host_->allreduce(host, host_opts);
-  return wrap(work, tensors, finisher(plan, host), OpType::ALLREDUCE, "all_reduce", example);
+  auto work = issue(verify, [&] { return host_->allreduce(host, host_opts); });
+  return wrap(work, tensors, then(verify, finisher(plan, host)), OpType::ALLREDUCE, "all_reduce", example);
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::allreduce_coalesced(TensorList& tensors,
@@ -180,11 +248,11 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather(TensorLists& outputs, Ten
 c10::intrusive_ptr<Work> ProcessGroupNeuron::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                              const c10d::AllgatherOptions& opts) {
   check_devices("all_gather_into_tensor", {output, input});
-  agree(Sig::of(OpType::_ALLGATHER_BASE, input, 1, input.numel() + output.numel()));
+  auto verify = agree(Sig::of(OpType::_ALLGATHER_BASE, input, 1, input.numel() + output.numel()));
   auto host_out = on_host(output);
   auto host_in = on_host(input);
-  auto work = host_->_allgather_base(host_out, host_in, opts);
-  return wrap(work, {output}, nullptr, OpType::_ALLGATHER_BASE, "all_gather_into_tensor", input);
+  auto work = issue(verify, [&] { return host_->_allgather_base(host_out, host_in, opts); });
+  return wrap(work, {output}, verify, OpType::_ALLGATHER_BASE, "all_gather_into_tensor", input);
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather_coalesced(TensorLists& outputs, TensorList& inputs,
@@ -259,15 +327,15 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::_reduce_scatter_base(at::Tensor& ou
                                                                   const c10d::ReduceScatterOptions& opts) {
   check_devices("reduce_scatter_tensor", {output, input});
   auto plan = HostReduction::plan(opts.reduceOp, output.scalar_type(), size_, "reduce_scatter_tensor");
-  agree(Sig::of(OpType::_REDUCE_SCATTER_BASE, output, 1, output.numel() + input.numel())
-            .with_reduce(opts.reduceOp.op_));
+  auto verify = agree(Sig::of(OpType::_REDUCE_SCATTER_BASE, output, 1, output.numel() + input.numel())
+                         .with_reduce(opts.reduceOp.op_));
   auto host_out = on_host(output);
   auto host_in = plan.scaled_copies({on_host(input)})[0];
   auto host_opts = opts;
   host_opts.reduceOp = plan.host_op;
-  auto work = host_->_reduce_scatter_base(host_out, host_in, host_opts);
-  return wrap(work, {output}, finisher(plan, {host_out}), OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor",
-              input);
+  auto work = issue(verify, [&] { return host_->_reduce_scatter_base(host_out, host_in, host_opts); });
+  return wrap(work, {output}, then(verify, finisher(plan, {host_out})), OpType::_REDUCE_SCATTER_BASE,
+              "reduce_scatter_tensor", input);
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesced(

@@ -111,7 +111,12 @@ class ProcessGroupNeuron : public c10d::Backend {
 
  private:
   // Raises on every rank if the ranks are not all running this collective (CollectiveCheck.h).
-  void agree(const CollectiveSignature& signature) const;
+  // Returns null, or for a collective that starts before every rank posted, the
+  // check to run once it completed (it throws on a disagreement).
+  std::function<void()> agree(const CollectiveSignature& signature);
+  // Runs `reference` on zero-filled buffers: what a rank that disagrees with a
+  // reference that started already does, so that the reference's collective completes.
+  void stand_in(const CollectiveSignature& reference);
   c10::intrusive_ptr<c10d::Work> wrap(c10::intrusive_ptr<c10d::Work> host_work, std::vector<at::Tensor> outputs,
                                       std::function<void()> finish, c10d::OpType op, const char* name,
                                       const at::Tensor& example) const;
@@ -119,7 +124,7 @@ class ProcessGroupNeuron : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> host_;
   c10::intrusive_ptr<Options> options_;
   HostFactory host_factory_;
-  std::unique_ptr<SignatureBoard> board_;  // null: checks off, or through the host backend
+  std::shared_ptr<SignatureBoard> board_;  // null: checks off, or through the host backend
 
   // ProcessGroup::splitGroup (torch 2.13) calls split() once per device type
   // this backend serves (neuron and cpu), with the same store: the second call

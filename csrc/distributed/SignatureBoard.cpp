@@ -19,14 +19,22 @@ namespace neuron::distributed {
 namespace {
 
 constexpr uint64_t kMagic = 0x4e45555242524431;  // "NEURBRD1"
-constexpr uint32_t kSlots = 4;  // a rank is at most one collective ahead of a peer still reading, so 2 would do
+// Collectives that may be in flight at once per group (async ones, each checked when it completes).
+constexpr uint32_t kSlots = 16;
 constexpr size_t kPidsOffset = 64;
 
 struct Header {
   uint64_t magic;
   uint64_t token;    // random: a stale board of the same name is never mistaken for this one
   int32_t size;
-  uint32_t arrived;  // futex word: rank posts so far, all collectives together (wraps)
+};
+
+// One slot per collective in flight; collective i uses slot i % kSlots. Followed by the
+// released stamps (uint32 per rank) and the rows (kMaxFields int64 per rank).
+struct Slot {
+  uint32_t arrived;    // futex word: posts to this slot so far, all its uses together (wraps)
+  uint32_t pad;
+  uint64_t first;      // (use + 1) << 32 | rank of the first rank to post that use: the reference
 };
 
 // Each rank's process, as peers check it is still alive: (pid, start time). A
@@ -70,9 +78,13 @@ bool alive(const Process& p) {
   return read_stat(p.pid, start, state) && start == p.start_time && state != 'Z' && state != 'X';
 }
 
-size_t board_bytes(int size) {
-  return rows_offset(size) + sizeof(int64_t) * kSlots * size * SignatureBoard::kMaxFields;
+size_t released_offset() { return sizeof(Slot); }
+size_t slot_rows_offset(int size) { return (released_offset() + sizeof(uint32_t) * size + 63) / 64 * 64; }
+size_t slot_bytes(int size) {
+  return (slot_rows_offset(size) + sizeof(int64_t) * size * SignatureBoard::kMaxFields + 63) / 64 * 64;
 }
+
+size_t board_bytes(int size) { return rows_offset(size) + kSlots * slot_bytes(size); }
 
 void* map(int fd, size_t bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -168,11 +180,8 @@ SignatureBoard::SignatureBoard(void* base, size_t bytes, int rank, int size)
 
 SignatureBoard::~SignatureBoard() { munmap(base_, bytes_); }
 
-uint32_t* SignatureBoard::arrived() const { return &static_cast<Header*>(base_)->arrived; }
-
-int64_t* SignatureBoard::rows(uint32_t slot) const {
-  return reinterpret_cast<int64_t*>(static_cast<char*>(base_) + rows_offset(size_)) +
-         static_cast<size_t>(slot) * size_ * kMaxFields;
+char* SignatureBoard::slot(uint32_t index) const {
+  return static_cast<char*>(base_) + rows_offset(size_) + static_cast<size_t>(index % kSlots) * slot_bytes(size_);
 }
 
 std::string SignatureBoard::dead_peers() const {
@@ -186,45 +195,89 @@ std::string SignatureBoard::dead_peers() const {
   return dead;
 }
 
-const int64_t* SignatureBoard::exchange(const int64_t* mine, int n_fields, std::chrono::milliseconds timeout) {
+// Sleeps on `word` (expected value `seen`) up to kCheckEvery; every kCheckEvery of waiting, throws if
+// a peer died or the deadline passed.
+void SignatureBoard::wait_or_throw(std::chrono::steady_clock::time_point start, std::chrono::milliseconds timeout,
+                                   std::chrono::steady_clock::time_point& next_check) const {
+  const auto t = std::chrono::steady_clock::now();
+  if (t < next_check) return;
+  next_check = t + kCheckEvery;
+  if (auto dead = dead_peers(); !dead.empty()) {
+    C10_THROW_ERROR(DistBackendError, c10::str(dead, " exited"));
+  }
+  if (t > start + timeout) {
+    C10_THROW_ERROR(DistBackendError, c10::str("timed out after ", timeout.count(),
+                                               " ms waiting for the other ranks (process group timeout)"));
+  }
+}
+
+SignatureBoard::Round SignatureBoard::post(const int64_t* mine, int n_fields, std::chrono::milliseconds timeout) {
   TORCH_INTERNAL_ASSERT(n_fields <= kMaxFields);
   std::lock_guard<std::mutex> guard(mutex_);
-  const uint32_t k = next_++;
-  int64_t* row = rows(k % kSlots) + static_cast<size_t>(rank_) * kMaxFields;
-  std::copy(mine, mine + n_fields, row);
-  std::atomic_ref<uint32_t> count(*arrived());
-  // Round k is complete when all ranks have posted k + 1 times (wrap-safe comparison).
-  const uint32_t target = static_cast<uint32_t>(size_) * (k + 1);
-  auto reached = [&](uint32_t now) { return static_cast<int32_t>(now - target) >= 0; };
-  if (reached(count.fetch_add(1, std::memory_order_acq_rel) + 1)) {
-    futex_wake_all(arrived());  // the last to arrive wakes the others
-    return rows(k % kSlots);
+  Round round;
+  round.index = next_++;
+  char* s = slot(round.index);
+  const uint32_t use = round.index / kSlots;  // this slot's use count before this round
+  // The slot's previous use must be over on every rank before its rows are overwritten. It almost
+  // always is: that was kSlots collectives ago.
+  if (use > 0) {
+    auto* released = reinterpret_cast<uint32_t*>(s + released_offset());
+    const auto start = std::chrono::steady_clock::now();
+    auto next_check = start + kCheckEvery;
+    for (int r = 0; r < size_; ++r) {
+      std::atomic_ref<uint32_t> stamp(released[r]);
+      while (static_cast<int32_t>(stamp.load(std::memory_order_acquire) - use) < 0) {
+        usleep(200);
+        wait_or_throw(start, timeout, next_check);
+      }
+    }
   }
+  auto* rows = reinterpret_cast<int64_t*>(s + slot_rows_offset(size_));
+  std::copy(mine, mine + n_fields, rows + static_cast<size_t>(rank_) * kMaxFields);
+  // Claim the reference place if nobody posted this use yet. The row is written before (release), so
+  // whoever reads `first` (acquire) can read the reference's row.
+  auto* header = reinterpret_cast<Slot*>(s);
+  std::atomic_ref<uint64_t> first(header->first);
+  const uint64_t claim = (static_cast<uint64_t>(use + 1) << 32) | static_cast<uint32_t>(rank_);
+  uint64_t seen = first.load(std::memory_order_acquire);
+  while (static_cast<uint32_t>(seen >> 32) != use + 1 &&
+         !first.compare_exchange_weak(seen, claim, std::memory_order_acq_rel, std::memory_order_acquire)) {
+  }
+  round.reference = static_cast<uint32_t>(seen >> 32) == use + 1 ? static_cast<int>(seen & 0xffffffffu) : rank_;
+  const uint32_t target = static_cast<uint32_t>(size_) * (use + 1);
+  if (std::atomic_ref<uint32_t>(header->arrived).fetch_add(1, std::memory_order_acq_rel) + 1 == target) {
+    futex_wake_all(&header->arrived);  // the last to post wakes the ranks waiting for everyone
+  }
+  round.rows = rows;
+  return round;
+}
+
+void SignatureBoard::wait_all(const Round& round, std::chrono::milliseconds timeout) {
+  auto* header = reinterpret_cast<Slot*>(slot(round.index));
+  std::atomic_ref<uint32_t> count(header->arrived);
+  // Complete when the slot has seen all ranks post its use number `use` (wrap-safe comparison).
+  const uint32_t target = static_cast<uint32_t>(size_) * (round.index / kSlots + 1);
+  auto reached = [&](uint32_t now) { return static_cast<int32_t>(now - target) >= 0; };
   // A peer arriving within a microsecond or two is worth a short poll; after that, sleep on the word
-  // until the last rank wakes it. Spinning longer (or polling with sched_yield) was measured to cost
-  // more than it saves on a host with more ranks than CPUs: it takes the CPU from the ranks that must
-  // arrive. Wake up every 100 ms to notice a peer that died, or the deadline.
+  // (the last rank to post wakes the sleepers). Spinning longer (or polling with sched_yield) was
+  // measured to cost more than it saves on a host with more ranks than CPUs: it takes the CPU from the
+  // ranks that must arrive.
   const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + timeout;
   auto next_check = start + kCheckEvery;
   for (int polls = 0;; ++polls) {
     const uint32_t now = count.load(std::memory_order_acquire);
     if (reached(now)) break;
     if (polls < kPolls) continue;
-    futex_wait(arrived(), now, kCheckEvery);  // returns early when another rank arrives
-    const auto t = std::chrono::steady_clock::now();
-    if (t < next_check) continue;
-    next_check = t + kCheckEvery;
+    futex_wait(&header->arrived, now, kCheckEvery);  // returns early when another rank posts
     if (reached(count.load(std::memory_order_acquire))) break;
-    if (auto dead = dead_peers(); !dead.empty()) {
-      C10_THROW_ERROR(DistBackendError, c10::str(dead, " exited"));
-    }
-    if (t > deadline) {
-      C10_THROW_ERROR(DistBackendError, c10::str("timed out after ", timeout.count(),
-                                                 " ms waiting for the other ranks (process group timeout)"));
-    }
+    wait_or_throw(start, timeout, next_check);
   }
-  return rows(k % kSlots);
+}
+
+void SignatureBoard::release(const Round& round) {
+  char* s = slot(round.index);
+  auto* released = reinterpret_cast<uint32_t*>(s + released_offset());
+  std::atomic_ref<uint32_t>(released[rank_]).store(round.index / kSlots + 1, std::memory_order_release);
 }
 
 } // namespace neuron::distributed

@@ -4,9 +4,9 @@
 // Posting through gloo costs a small all-gather per collective: several
 // thread hand-offs and socket round trips, a fixed latency that is a large
 // share of a 1-16 MiB collective on a busy host. Ranks that share a host
-// instead write their signature into a shared-memory board and wait on one
-// futex until all have written: one atomic add per rank and, for the last to
-// arrive, one wake-up. Groups that span hosts (or hosts without /dev/shm) use
+// instead write their signature into a shared-memory board: one store and one
+// atomic add per rank. The first rank to post a collective is its reference;
+// CollectiveCheck.h decides from it whether to wait for the others. Groups that span hosts (or hosts without /dev/shm) use
 // gloo; every rank of a group agrees on which at creation.
 #pragma once
 
@@ -30,16 +30,29 @@ class SignatureBoard {
   static std::unique_ptr<SignatureBoard> connect(c10d::Store& store, int rank, int size);
   ~SignatureBoard();
 
-  // Posts this rank's fields for the next collective and waits until every
-  // rank has posted its own; returns all rows (size x kMaxFields, rank-major),
-  // valid until the next call. Throws c10::DistBackendError when a peer process
-  // exits or `timeout` passes first.
-  const int64_t* exchange(const int64_t* mine, int n_fields, std::chrono::milliseconds timeout);
+  // One collective's place on the board.
+  struct Round {
+    uint32_t index = 0;          // collectives this rank posted before this one
+    int reference = -1;          // the rank that posted first: the others compare with its signature
+    const int64_t* rows = nullptr;  // size x kMaxFields, rank-major; a rank's row is valid once it posted
+  };
+
+  // Posts this rank's fields for its next collective and returns at once (it
+  // waits only in the rare case that a peer is still checking the collective
+  // that used the same slot kSlots collectives ago). The reference's row is
+  // readable when this returns.
+  Round post(const int64_t* mine, int n_fields, std::chrono::milliseconds timeout);
+  // Waits until every rank has posted this round. Throws c10::DistBackendError
+  // when a peer process exits or `timeout` passes first.
+  void wait_all(const Round& round, std::chrono::milliseconds timeout);
+  // This rank is done with the round's rows: the slot may be reused.
+  void release(const Round& round);
 
  private:
   SignatureBoard(void* base, size_t bytes, int rank, int size);
-  uint32_t* arrived() const;
-  int64_t* rows(uint32_t slot) const;
+  char* slot(uint32_t index) const;
+  void wait_or_throw(std::chrono::steady_clock::time_point start, std::chrono::milliseconds timeout,
+                     std::chrono::steady_clock::time_point& next_check) const;
   std::string dead_peers() const;
 
   void* base_;
