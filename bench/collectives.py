@@ -121,7 +121,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 16, 64], help="MiB")
-    parser.add_argument("--seconds", type=float, default=4.0,
+    parser.add_argument("--seconds", type=float, default=8.0,
                         help="time per cell (both kinds), as pairs of calls: at least %d, at most %d pairs"
                         % (MIN_PAIRS, MAX_PAIRS))
     parser.add_argument("--checks", choices=["on", "off", "network", "both"], default="on",
