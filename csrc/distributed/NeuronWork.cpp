@@ -51,23 +51,32 @@ NeuronWork::NeuronWork(c10::intrusive_ptr<c10d::Work> host, std::vector<at::Tens
   // of an async collective long before the host finishes.
   future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
                                                      neuron_devices_of(outputs_));
-  auto future = future_;
-  auto outputs_copy = outputs_;
-  auto finish_step = finish_;
-  host_future->addCallback([future, outputs_copy, finish_step](c10::ivalue::Future& done) {
-    if (done.hasError()) {
-      future->setError(done.exception_ptr());
+  // The callback owns what it needs (not `this`): the caller may drop this
+  // handle of an async collective long before the host finishes.
+  completion_ = std::make_shared<Completion>();
+  completion_->future = future_;
+  completion_->outputs = outputs_;
+  completion_->finish = std::move(finish_);
+  finish_ = nullptr;
+  host_future->addCallback([completion = completion_](c10::ivalue::Future& done) {
+    completion->run(done.hasError() ? done.exception_ptr() : nullptr);
+  });
+}
+
+void NeuronWork::Completion::run(std::exception_ptr host_error) {
+  std::call_once(once, [&] {
+    if (host_error) {
+      future->setError(host_error);
       return;
     }
     try {
-      if (finish_step) finish_step();
+      if (finish) finish();
     } catch (...) {
       future->setError(std::current_exception());
       return;
     }
-    future->markCompleted(c10::IValue(outputs_copy));
+    future->markCompleted(c10::IValue(outputs));
   });
-  finish_ = nullptr;  // owned by the callback now
 }
 
 bool NeuronWork::isCompleted() {
@@ -105,6 +114,7 @@ bool NeuronWork::wait(std::chrono::milliseconds timeout) {
     rethrow(std::current_exception());
   }
   if (future_) {
+    if (done) completion_->run(nullptr);  // the host succeeded: complete here rather than wait to be woken
     future_->wait();
     if (future_->hasError()) rethrow(future_->exception_ptr());
   } else if (done && finish_) {

@@ -12,6 +12,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -41,11 +42,23 @@ class NeuronWork : public c10d::Work {
  private:
   [[noreturn]] void rethrow(std::exception_ptr error) const;
 
+  // Runs `finish` and completes the future once, from whichever thread sees the
+  // host's completion first: the host's callback thread, or a thread in wait()
+  // (which then does not have to be woken a second time by that callback).
+  struct Completion {
+    std::once_flag once;
+    c10::intrusive_ptr<c10::ivalue::Future> future;
+    std::vector<at::Tensor> outputs;
+    std::function<void()> finish;
+    void run(std::exception_ptr host_error);
+  };
+
   c10::intrusive_ptr<c10d::Work> host_;
   std::vector<at::Tensor> outputs_;
   // Completed with `outputs_` once the host is done and `finish` has run; null
   // when the host work has no future (gloo's send/recv), then `finish` runs in wait().
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<Completion> completion_;
   std::function<void()> finish_;
   std::once_flag finished_;
   std::string describe_;
