@@ -182,6 +182,18 @@ def test_integer_histc_keeps_the_device_semantics():
     assert out.dtype == torch.int32 and out.cpu().tolist() == [2, 3, 1, 4]
 
 
+def test_tensor_constants_made_in_the_traced_code_match_eager():
+    """Constants the graph keeps as real tensors (CPM-Ant's reversed positions made on the device, a host
+    0-dim tensor): copied to the host for compilation and hashed for the cache outside the fake mode."""
+    def f(x):
+        rev = torch.tensor(list(range(4))[::-1], device=x.device)[None, :]
+        return x * rev + (x.bool() == torch.tensor(False)).float()
+
+    x = torch.tensor([[0., 1., 2., 3.], [4., 0., 6., 7.]])
+    out = torch.compile(f, backend="neuron")(x.to("neuron"))
+    assert out.device.type == "neuron" and torch.equal(out.cpu(), f(x))
+
+
 # ------------------------------------------------------------------ static shapes, recompiles
 
 def test_new_shape_compiles_exactly_one_more_graph_and_padding_to_128_compiles_none(caplog):
