@@ -53,7 +53,12 @@ def device_callable(compiled: Any, device_index: int) -> Callable[[list[Any]], S
     from torch._inductor.output_code import maybe_realign_inputs
     from torch._inductor.utils import BoxedBool
 
-    source = compiled.source_code
+    source = getattr(compiled, "source_code", None)
+    if source is None:
+        # A graph without operations (e.g. the backward of `x + 1` only returns its incoming grad):
+        # compile_fx_inner returns the FX module's own boxed forward, which has nothing to allocate
+        # or compute and passes the device tensors through as they are.
+        return compiled
     if _HOST_ALLOCATOR not in source:
         raise NeuronCompileError("Inductor's wrapper code no longer binds `empty_strided_cpu` as expected by "
                                  "torch_neuronx (built for torch 2.13): cannot place its buffers in device memory")
