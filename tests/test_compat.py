@@ -107,6 +107,51 @@ def test_summary_line_counts_cpu_passing_architectures(run):
     assert re.search(r"eager\s+compatible: \d+/\d+", proc.stdout)
 
 
+# --- compiled mode: a failure that recurs compiled on CPU is the model's, not the plugin's ---------------
+
+# llama's forward breaks the graph on CPU and neuron alike (as the code of jetmoe or xlm does); smollm3's
+# neuron weights are nudged, a failure of the neuron side only.
+COMPILED_FAULTS = {"llama": "model-graph-break", "smollm3": "mismatch"}
+
+
+@pytest.fixture(scope="module")
+def compiled_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("compat-compiled")
+    env = dict(os.environ, TORCHNEURON_COMPAT_FAULT=",".join(f"{a}:{f}" for a, f in COMPILED_FAULTS.items()))
+    cmd = [sys.executable, "-m", "torch_neuronx.cli", "compat", "--mode", "compiled", "--jobs", "2",
+           "--timeout", "900", "--out", str(out), "--arch", *COMPILED_FAULTS]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=1200)
+    with open(out / "compat.json") as f:
+        doc = json.load(f)
+    return proc, doc, (out / "compat.md").read_text()
+
+
+def test_compiled_failure_that_recurs_on_cpu_is_listed_not_counted(compiled_run):
+    proc, doc, md = compiled_run
+    steps = doc["results"]["llama"]["steps"]
+    for name in ("forward-compiled", "backward-compiled", "generate-compiled"):
+        step = steps[name]
+        assert step["status"] == "fail" and step["category"] == "graph break", step
+        assert step["cpu_compiled"]["status"] == "fail" and step["cpu_compiled"]["category"] == "graph break", step
+        assert step["cpu_too"] is True
+    assert "**FAIL** (graph break, CPU too)" in md
+    assert "## Not counted in compiled mode: the same failure compiled on CPU" in md
+    assert "- `llama` forward-compiled: " in md
+
+
+def test_compiled_failure_of_the_neuron_side_is_counted(compiled_run):
+    proc, doc, md = compiled_run
+    step = doc["results"]["smollm3"]["steps"]["forward-compiled"]
+    assert step["status"] == "fail" and step["category"] == "numeric mismatch", step
+    assert step["cpu_compiled"]["status"] == "pass" and not step.get("cpu_too"), step  # CPU compiles it right
+    summary = doc["summary"]["compiled"]
+    assert (summary["compatible"], summary["cpu_passing"], summary["cpu_compiled_failing"]) == (0, 1, 1)
+    assert "compiled compatible: 0/1 (0.0%)" in md
+    assert "1 fail the same way compiled on CPU (Inductor): not counted, counting them 0/2 (0.0%)" in md
+    assert "### numeric mismatch" in md and "`smollm3` forward-compiled" in md
+    assert proc.returncode == 1  # smollm3 is a failure of the plugin's side
+
+
 # --- the summary arithmetic, on hand-made results -------------------------------------------------
 
 def _result(cpu="pass", **steps):
@@ -137,6 +182,18 @@ def test_summary_arithmetic():
     assert list(fails) == ["missing op"]
     assert sorted(fails["missing op"]) == [("b", "backward-compiled", ""), ("c", "backward", "")]
     assert [a for a, _, _ in report.not_plugin(results)] == ["e"]
+    # b's failed compiled step recurs compiled on CPU: b leaves the compiled count (a stays compatible)
+    results["b"]["steps"]["backward-compiled"]["cpu_too"] = True
+    compiled = report.summarize(results, "compiled")
+    assert (compiled.compatible, compiled.cpu_passing, compiled.cpu_compiled_failing) == (1, 1, 1)
+    assert "compatible: 1/1 (100.0%)" in compiled.line() and "counting them 1/2 (50.0%)" in compiled.line()
+    assert report.summarize(results, "eager").cpu_compiled_failing == 0
+    assert sorted(report.failures(results)["missing op"]) == [("c", "backward", "")]
+    assert not report.counted_failure(results["b"], "compiled") and report.counted_failure(results["c"], "eager")
+    # one failed compiled step of the plugin's side is enough to count the architecture
+    results["b"]["steps"]["forward-compiled"] = {"status": "fail", "category": "compile error"}
+    assert report.summarize(results, "compiled").cpu_compiled_failing == 0
+    assert report.counted_failure(results["b"], "compiled")
 
 
 def test_merge_of_an_eager_and_a_compiled_run():

@@ -13,6 +13,8 @@ Faults:
   hang        the first neuron step sleeps past any timeout
   crash       the first neuron step aborts the process (SIGABRT)
   cpu-fail    building the model raises, as an architecture that fails on CPU too
+  model-graph-break  the model's forward (on CPU and on neuron alike) ends in a graph break, as the
+              code of some models does: every compiled step fails on neuron and on CPU
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import os
 import time
 
 ENV = "TORCHNEURON_COMPAT_FAULT"
-FAULTS = ("missing-op", "mismatch", "hang", "crash", "cpu-fail")
+FAULTS = ("missing-op", "mismatch", "hang", "crash", "cpu-fail", "model-graph-break")
 
 
 def fault_for(arch: str) -> str | None:
@@ -38,6 +40,23 @@ def fault_for(arch: str) -> str | None:
 def on_build(arch: str) -> None:
     if fault_for(arch) == "cpu-fail":
         raise RuntimeError(f"injected CPU failure for {arch} ({ENV})")
+
+
+def on_model(arch: str, model) -> None:
+    """model-graph-break: the model's own code (CPU and neuron copies alike) breaks Dynamo's graph."""
+    if fault_for(arch) != "model-graph-break":
+        return
+    import functools
+    import torch
+    forward = model.forward
+
+    @functools.wraps(forward)  # generate() reads the forward's signature
+    def forward_with_break(*args, **kwargs):
+        out = forward(*args, **kwargs)
+        torch._dynamo.graph_break()
+        return out
+
+    model.forward = forward_with_break
 
 
 def on_neuron_model(arch: str, model) -> None:

@@ -4,6 +4,12 @@ An architecture counts only if it passes on CPU (the reference exists): one
 that fails there too is listed with its reason, outside the percentage. It is
 compatible in a mode when every step of that mode passed on neuron ("n/a",
 e.g. generate() of a model class that cannot generate, counts as passed).
+
+Compiled mode holds the same rule one level down: an architecture whose every
+compiled failure recurs when Inductor compiles it on CPU under the same rules
+(the worker's `cpu_too`: a graph break in the model's code, say) does not pass
+compiled on CPU either. It is listed apart, outside the compiled percentage,
+and the summary line also gives the percentage that counts it as failed.
 """
 
 from __future__ import annotations
@@ -33,6 +39,20 @@ def compatible(result: dict, mode: str) -> bool:
     return cpu_passes(result) and all(result["steps"].get(s, {}).get("status") in OK for s in MODE_STEPS[mode])
 
 
+def fails_compiled_on_cpu_too(result: dict) -> bool:
+    """Compiled mode failed on neuron, and each failed compiled step failed the same way compiled on CPU."""
+    if not cpu_passes(result) or not ran(result, "compiled") or compatible(result, "compiled"):
+        return False
+    steps = [result["steps"].get(s, {}) for s in COMPILED_STEPS]
+    return all(s.get("status") in OK or s.get("cpu_too") for s in steps)
+
+
+def counted_failure(result: dict, mode: str) -> bool:
+    """A failure of `mode` that the percentage counts (the plugin's side)."""
+    return cpu_passes(result) and ran(result, mode) and not compatible(result, mode) \
+        and not (mode == "compiled" and fails_compiled_on_cpu_too(result))
+
+
 def modes_run(results: dict[str, dict]) -> list[str]:
     """The modes present in the results (a run with --mode eager has no compiled steps)."""
     ran = {s for r in results.values() for s in r.get("steps", {})}
@@ -48,22 +68,35 @@ class Summary:
     total: int  # architectures in the results
     cpu_failing: int  # not counted: they fail on CPU too
     not_run: int = 0  # CPU-passing architectures without this mode's steps (a partial run)
+    cpu_compiled_failing: int = 0  # compiled mode: not counted, they fail the same way compiled on CPU
 
     @property
     def percent(self) -> float:
         return 100.0 * self.compatible / self.cpu_passing if self.cpu_passing else 0.0
 
+    @property
+    def percent_counting_all(self) -> float:
+        """The percentage if the architectures that fail compiled on CPU too counted as failures."""
+        n = self.cpu_passing + self.cpu_compiled_failing
+        return 100.0 * self.compatible / n if n else 0.0
+
     def line(self) -> str:
         extra = f"; {self.not_run} not run in this mode" if self.not_run else ""
+        if self.cpu_compiled_failing:
+            extra += (f"; {self.cpu_compiled_failing} fail the same way compiled on CPU (Inductor): not counted, "
+                      f"counting them {self.compatible}/{self.cpu_passing + self.cpu_compiled_failing} "
+                      f"({self.percent_counting_all:.1f}%)")
         return (f"{self.mode:8s} compatible: {self.compatible}/{self.cpu_passing} ({self.percent:.1f}%)"
                 f"  [{self.cpu_failing} of {self.total} architectures fail on CPU too: not counted{extra}]")
 
 
 def summarize(results: dict[str, dict], mode: str) -> Summary:
     passing = [r for r in results.values() if cpu_passes(r)]
-    counted = [r for r in passing if ran(r, mode)]
+    ran_mode = [r for r in passing if ran(r, mode)]
+    cpu_too = [r for r in ran_mode if mode == "compiled" and fails_compiled_on_cpu_too(r)]
+    counted = [r for r in ran_mode if not (mode == "compiled" and fails_compiled_on_cpu_too(r))]
     return Summary(mode, sum(compatible(r, mode) for r in counted), len(counted), len(results),
-                   len(results) - len(passing), len(passing) - len(counted))
+                   len(results) - len(passing), len(passing) - len(ran_mode), len(cpu_too))
 
 
 def failures(results: dict[str, dict]) -> dict[str, list[tuple[str, str, str]]]:
@@ -74,10 +107,17 @@ def failures(results: dict[str, dict]) -> dict[str, list[tuple[str, str, str]]]:
             continue
         for step in STEPS:
             s = r["steps"].get(step)
-            if s and s.get("status") == "fail":
+            if s and s.get("status") == "fail" and not (step in COMPILED_STEPS and fails_compiled_on_cpu_too(r)):
                 cat = categories.refine(s.get("category"), s.get("error", "")) or categories.ERROR
                 out.setdefault(cat, []).append((arch, step, s.get("error", "")))
     return out
+
+
+def compiled_on_cpu_too(results: dict[str, dict]) -> list[tuple[str, str, str, str]]:
+    """(arch, step, neuron's error, CPU's error) for the architectures that fail compiled on CPU too."""
+    return [(a, step, r["steps"][step].get("error", ""), (r["steps"][step].get("cpu_compiled") or {}).get("error") or "")
+            for a, r in sorted(results.items()) if fails_compiled_on_cpu_too(r)
+            for step in COMPILED_STEPS if r["steps"].get(step, {}).get("status") == "fail"]
 
 
 def not_plugin(results: dict[str, dict]) -> list[tuple[str, str, str]]:
@@ -99,10 +139,14 @@ def versions() -> dict[str, str]:
     return out
 
 
+def _summary_json(summary: Summary) -> dict:
+    return summary.__dict__ | {"percent": round(summary.percent, 2),
+                               "percent_counting_all": round(summary.percent_counting_all, 2)}
+
+
 def to_json(results: dict[str, dict], args: dict | None = None) -> dict:
     return {"date": datetime.date.today().isoformat(), "versions": versions(), "args": args or {},
-            "summary": {m: summarize(results, m).__dict__ | {"percent": round(summarize(results, m).percent, 2)}
-                        for m in modes_run(results)},
+            "summary": {m: _summary_json(summarize(results, m)) for m in modes_run(results)},
             "results": results}
 
 
@@ -111,7 +155,8 @@ def _cell(step: dict | None) -> str:
         return "not run"
     status = step.get("status")
     if status == "fail":
-        return f"**FAIL** ({categories.refine(step.get('category'), step.get('error', '')) or categories.ERROR})"
+        category = categories.refine(step.get('category'), step.get('error', '')) or categories.ERROR
+        return f"**FAIL** ({category}{', CPU too' if step.get('cpu_too') else ''})"
     return status
 
 
@@ -165,6 +210,15 @@ def to_markdown(results: dict[str, dict], date: str | None = None, vers: dict | 
     if notes:
         lines += ["## How some architectures were run", ""]
         lines += [f"- `{arch}`: {_escape(note)}" for arch, note in notes]
+        lines.append("")
+    if "compiled" in mode_list:
+        lines += ["## Not counted in compiled mode: the same failure compiled on CPU", "",
+                  "Each failed compiled step of these architectures failed the same way when Inductor compiled "
+                  "the model on CPU under the same rules (static shapes, same recompile budget; numbers equal to "
+                  "neuron's): the model does not compile cleanly on any device.", ""]
+        again = compiled_on_cpu_too(results)
+        lines += [f"- `{a}` {step}: {_escape(err)} (CPU: {_escape(cpu_err)})" for a, step, err, cpu_err in again] \
+            or ["None."]
         lines.append("")
     others = not_plugin(results)
     lines += ["## Not counted: the architecture fails on CPU too", ""]

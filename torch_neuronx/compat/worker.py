@@ -13,6 +13,10 @@ neuron. Steps:
   generate-compiled  generate() as a user runs it on neuron: Transformers compiles the decode step itself
                      (backend "neuron", static shapes); tokens equal to CPU's
 
+A compiled step that fails with a graph break, a recompile or a numeric
+mismatch is then run on CPU, compiled by Inductor under the same rules
+(_recheck_on_cpu): whether the model compiles cleanly anywhere.
+
 The result file is rewritten after every step, with the step in progress
 named in "running": if the process hangs or dies, the runner still knows
 what passed and where it stopped.
@@ -140,7 +144,7 @@ def tied_parameters(model) -> int:
     return len(names) - len({id(p) for p in model.parameters()})
 
 
-def run_generate(model, device: str, cache: str | None, compiled: bool):
+def run_generate(model, device: str, cache: str | None, compiled: bool, compile_config=None):
     ids, mask = _inputs(model, device)
     kwargs = {"input_ids": ids, "max_new_tokens": NEW_TOKENS, "min_new_tokens": NEW_TOKENS, "do_sample": False,
               "pad_token_id": 0}
@@ -153,6 +157,8 @@ def run_generate(model, device: str, cache: str | None, compiled: bool):
     if not compiled:
         # on neuron Transformers would compile the decode step by itself
         kwargs["disable_compile"] = True
+    elif compile_config is not None:
+        kwargs["compile_config"] = compile_config
     out = model.generate(**kwargs)
     seqs = out.sequences if hasattr(out, "sequences") else out
     return seqs.cpu()
@@ -209,6 +215,7 @@ class CpuReference:
         t0 = time.monotonic()
         faults.on_build(arch)
         self.model = build_model(arch)
+        faults.on_model(arch, self.model)
         result.data["model_class"] = type(self.model).__name__
         self.logits = run_forward(self.model, self.model, "cpu")
         self.use_labels = True
@@ -256,12 +263,13 @@ class CpuReference:
         model = build_model(self.arch)
         model.load_state_dict(self.model.state_dict())
         model = model.to("neuron")
+        faults.on_model(self.arch, model)
         faults.on_neuron_model(self.arch, model)
         self.untied = tied_parameters(self.model) - tied_parameters(model)
         return model
 
 
-def _train_compiled(ref: CpuReference, model, shared: dict) -> None:
+def _train_compiled(ref: CpuReference, model, shared: dict, backend="neuron", device: str = "neuron") -> None:
     """One compiled training call (forward with grad, then backward) for both forward- and backward-compiled.
 
     One call instead of two: a compile costs tens of seconds, and the logits of a
@@ -273,8 +281,8 @@ def _train_compiled(ref: CpuReference, model, shared: dict) -> None:
     torch._dynamo.reset()  # start from an empty cache: this step's graphs and recompiles only
     before = compile_counters.snapshot()
     try:
-        call = torch.compile(model, backend="neuron")
-        shared["logits"], shared["grads"] = run_backward(model, call, "neuron", with_logits=True,
+        call = torch.compile(model, backend=backend)
+        shared["logits"], shared["grads"] = run_backward(model, call, device, with_logits=True,
                                                          use_labels=ref.use_labels)
     finally:
         shared["counts"] = compile_counters.snapshot() - before
@@ -333,6 +341,7 @@ def _run_neuron_step(name: str, ref: CpuReference, model, result: Result, shared
                     counts = compile_counters.snapshot() - before
                     result.data["compile"][name] = counts.__dict__
             ok, detail = compare_tokens(ref.tokens, tokens)
+            shared[name + ":tokens"] = tokens
             diff = None
             if compiled and ok and counts.graphs == 0:
                 result.step(name, "n/a", seconds=round(time.monotonic() - t0, 2),
@@ -352,6 +361,63 @@ def _run_neuron_step(name: str, ref: CpuReference, model, result: Result, shared
             shared["error"] = e
         result.step(name, "fail", category=classify(e), error=first_line(e),
                     seconds=round(time.monotonic() - t0, 2), traceback=traceback.format_exc(limit=-6))
+
+
+# A compiled step can fail on neuron for reasons of the model's own: its code breaks the graph
+# (`.tolist()`, `nonzero`, logging), its inputs force a recompile per step, or its compiled numbers
+# differ from its eager ones. Such a step is run again on CPU, compiled by Inductor under the same
+# rules (compile/cpu_reference.py). The same failure there (and, for numbers, the same numbers as
+# neuron's) means the architecture does not compile cleanly on any device: the step stays a failure,
+# marked `cpu_too`, and the report lists the architecture apart from the compiled percentage.
+RECHECK_ON_CPU = ("graph break", "recompile", "numeric mismatch")
+
+
+def _recheck_on_cpu(ref: CpuReference, result: Result, shared: dict) -> None:
+    import torch
+    from . import compile_counters
+    from .categories import NUMERIC, classify, first_line
+    from torch_neuronx.compile import cpu_reference
+
+    failed = [s for s in COMPILED_STEPS if result.data["steps"].get(s, {}).get("status") == "fail"
+              and result.data["steps"][s].get("category") in RECHECK_ON_CPU]
+    cpu: dict = {}
+    for name in failed:
+        result.running(f"{name} (CPU, Inductor)")
+        same_as_neuron = True
+        try:
+            if name in ("forward-compiled", "backward-compiled"):
+                if "counts" not in cpu:
+                    _train_compiled(ref, ref.model, cpu, backend=cpu_reference.inductor_cpu, device="cpu")
+                counts = cpu["counts"]
+                if name == "forward-compiled":
+                    ok, _, detail = compare_logits(ref.logits, cpu["logits"])
+                    same_as_neuron = "logits" in shared and compare_logits(cpu["logits"], shared["logits"])[0]
+                else:
+                    ok, _, detail = compare_grads(ref.grads, cpu["grads"])
+                    same_as_neuron = "grads" in shared and compare_grads(cpu["grads"], shared["grads"])[0]
+            else:
+                torch._dynamo.reset()
+                before = compile_counters.snapshot()
+                try:
+                    tokens = run_generate(ref.model, "cpu", ref.cache, compiled=True,
+                                          compile_config=cpu_reference.generate_compile_config())
+                finally:
+                    counts = compile_counters.snapshot() - before
+                ok, detail = compare_tokens(ref.tokens, tokens)
+                neuron_tokens = shared.get(name + ":tokens")
+                same_as_neuron = neuron_tokens is not None and torch.equal(tokens, neuron_tokens)
+            category = None if ok else NUMERIC
+            if ok:
+                category, detail = _compile_verdict(counts)
+        except Exception as e:  # noqa: BLE001 - a CPU failure is an answer too
+            category, detail = classify(e), first_line(e)
+        step = result.data["steps"][name]
+        step["cpu_compiled"] = {"status": "pass" if category is None else "fail", "category": category,
+                                "error": detail or None}
+        if category == step["category"] and (category != NUMERIC or same_as_neuron):
+            step["cpu_too"] = True
+        result.save()
+    torch._dynamo.reset()
 
 
 def run(arch: str, mode: str, out: str) -> int:
@@ -382,6 +448,7 @@ def run(arch: str, mode: str, out: str) -> int:
     shared: dict = {}
     for name in steps:
         _run_neuron_step(name, ref, model, result, shared)
+    _recheck_on_cpu(ref, result, shared)
     result.running(None)
     return 0
 

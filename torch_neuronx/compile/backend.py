@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import torch
 
-from . import stats
+from . import static_shapes, stats
 from .errors import NeuronCompileError
 
 # Inductor settings for neuron graphs. Its own FX-graph and AOTAutograd caches are off: the NEFF
@@ -44,6 +44,9 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], mode
         compiled = compile_fx(gm, list(example_inputs), inner_compile=compile_graph, config_patches=config)
     stats.end_graph(time.perf_counter() - start)
     return compiled
+
+
+setattr(neuron_backend, static_shapes.NEURON_RULES, True)
 
 
 @contextlib.contextmanager

@@ -27,11 +27,16 @@ DYNAMIC_REJECTED = (
     "multiple of 128, a static KV cache for generation) so that one compiled graph serves all steps.")
 
 
+# Attribute of a backend callable that gets the neuron backend's compile rules from torch.compile
+# (neuron_backend itself, and cpu_reference.inductor_cpu, which compiles CPU graphs the same way).
+NEURON_RULES = "_neuron_static_shape_rules"
+
+
 def _is_neuron_backend(backend: Any) -> bool:
+    """backend="neuron", or a backend callable that compiles under Neuron's rules (NEURON_RULES)."""
     if isinstance(backend, str):
         return backend == "neuron"
-    from .backend import neuron_backend
-    return backend is neuron_backend
+    return bool(getattr(backend, NEURON_RULES, False))
 
 
 def install() -> None:
