@@ -368,6 +368,26 @@ def test_disable_cache_reads_and_writes_nothing(tmp_path, monkeypatch):
     assert stats()["cache_hits"] == 0 and stats()["neffs_built"] == 1
 
 
+@pytest.mark.slow
+def test_truncated_inductor_kernel_library_is_rebuilt(tmp_path):
+    # A compile killed while Inductor wrote a kernel library leaves a truncated .so in Inductor's
+    # directory, which Inductor would load as is ("file too short") in every later process.
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "TORCH_NEURONX_NEFF_DISABLE_CACHE": "1"}
+    first = run_python(CACHE_RUN, env)
+    assert first.returncode == 0, first.stderr
+    libraries = [os.path.join(d, f) for d, _, files in os.walk(tmp_path / "inductor") for f in files
+                 if f.endswith(".so")]
+    kernel = max(libraries, key=os.path.getmtime)  # the graph's kernel library, built last
+    open(kernel, "wb").close()  # as a killed compile leaves it
+
+    second = run_python(CACHE_RUN, env)
+    assert second.returncode == 0, second.stderr  # and the result is right (checked in CACHE_RUN)
+    built, hits, damaged = map(int, second.stdout.split())
+    assert damaged >= 1 and built == 1 and hits == 0
+    assert "is damaged (file too short" in second.stderr and "compiling again" in second.stderr
+    assert os.path.getsize(kernel) > 0
+
+
 # ------------------------------------------------------------------ Hugging Face
 
 @pytest.mark.slow
