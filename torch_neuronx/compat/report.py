@@ -253,7 +253,7 @@ def merge(into: dict[str, dict], new: dict[str, dict]) -> dict[str, dict]:
         old["steps"].update(r.get("steps", {}))
         old.setdefault("compile", {}).update(r.get("compile", {}))
         old["mode"] = "both" if old.get("mode") != r.get("mode") else r.get("mode")
-        for key in ("cache", "cache_note", "model_class"):
+        for key in ("cache", "cache_note", "loss_note", "model_class"):
             if r.get(key) is not None:
                 old[key] = r[key]
         old["seconds"] = {**old.get("seconds", {}), **{f"{r.get('mode')}:{k}": v for k, v in r.get("seconds", {}).items()}}
