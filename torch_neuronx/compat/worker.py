@@ -173,13 +173,13 @@ def compare_logits(ref, got) -> tuple[bool, float, str]:
     return ok, diff, "" if ok else f"logits differ: max |diff| {diff:.3g} (atol {LOGITS_ATOL}, rtol {LOGITS_RTOL})"
 
 
-def compare_grads(ref: dict, got: dict) -> tuple[bool, float, str]:
+def compare_grads(ref: dict, got: dict, side: str = "neuron") -> tuple[bool, float, str]:
     import torch
     worst, worst_name = 0.0, ""
     for name, r in ref.items():
         g = got.get(name)
         if (r is None) != (g is None):
-            return False, float("inf"), f"grad of {name} is {'missing' if g is None else 'unexpected'} on neuron"
+            return False, float("inf"), f"grad of {name} is {'missing' if g is None else 'unexpected'} on {side}"
         if r is None:
             continue
         if r.shape != g.shape:
@@ -256,14 +256,23 @@ class CpuReference:
             from .categories import first_line
             return None, f"static cache fails on CPU: {first_line(e)}"
 
-    def neuron_copy(self):
-        """The same weights on neuron (rebuilt from the same seed, then loaded: no aliasing with the CPU model)."""
+    def fresh_copy(self):
+        """A new CPU model with the same weights, in the state a new model is in (rebuilt, then loaded).
+
+        Not the reference model itself: running it may have changed more than weights (BigBird switches
+        its attention type for short inputs on the first forward).
+        """
         from . import faults
         from .architectures import build_model
         model = build_model(self.arch)
         model.load_state_dict(self.model.state_dict())
-        model = model.to("neuron")
         faults.on_model(self.arch, model)
+        return model
+
+    def neuron_copy(self):
+        """The same weights on neuron (a fresh copy: no aliasing with the CPU model)."""
+        from . import faults
+        model = self.fresh_copy().to("neuron")
         faults.on_neuron_model(self.arch, model)
         self.untied = tied_parameters(self.model) - tied_parameters(model)
         return model
@@ -373,33 +382,56 @@ RECHECK_ON_CPU = ("graph break", "recompile", "numeric mismatch")
 
 
 def _recheck_on_cpu(ref: CpuReference, result: Result, shared: dict) -> None:
+    """Run the compiled steps again on a fresh CPU copy, compiled by Inductor, if one failed as a model can.
+
+    The copy goes through the same steps as the neuron model did, in the same order (eager steps
+    included), so that a model whose state changes as it runs is compared in the same state.
+    """
     import torch
     from . import compile_counters
     from .categories import NUMERIC, classify, first_line
     from torch_neuronx.compile import cpu_reference
 
-    failed = [s for s in COMPILED_STEPS if result.data["steps"].get(s, {}).get("status") == "fail"
-              and result.data["steps"][s].get("category") in RECHECK_ON_CPU]
-    cpu: dict = {}
-    for name in failed:
-        result.running(f"{name} (CPU, Inductor)")
+    steps = result.data["steps"]
+    failed = [s for s in COMPILED_STEPS if steps.get(s, {}).get("status") == "fail"
+              and steps[s].get("category") in RECHECK_ON_CPU]
+    if not failed:
+        return
+    result.running("the failed compiled steps on CPU, compiled by Inductor")
+    twin = ref.fresh_copy()
+    torch.manual_seed(0)  # as before the neuron steps
+    verdicts: dict[str, tuple] = {}
+    for name in [s for s in STEPS if s in steps and steps[s].get("status") != "n/a"]:
         same_as_neuron = True
         try:
+            if name == "forward":
+                run_forward(twin, twin, "cpu")
+                continue
+            if name == "backward":
+                run_backward(twin, twin, "cpu", use_labels=ref.use_labels)
+                continue
+            if name == "generate-eager":
+                run_generate(twin, "cpu", ref.cache, compiled=False)
+                continue
             if name in ("forward-compiled", "backward-compiled"):
-                if "counts" not in cpu:
-                    _train_compiled(ref, ref.model, cpu, backend=cpu_reference.inductor_cpu, device="cpu")
-                counts = cpu["counts"]
+                if "error" in verdicts:
+                    raise verdicts["error"]
+                if "counts" not in verdicts:
+                    cpu: dict = {}
+                    _train_compiled(ref, twin, cpu, backend=cpu_reference.inductor_cpu, device="cpu")
+                    verdicts.update(cpu)
+                counts = verdicts["counts"]
                 if name == "forward-compiled":
-                    ok, _, detail = compare_logits(ref.logits, cpu["logits"])
-                    same_as_neuron = "logits" in shared and compare_logits(cpu["logits"], shared["logits"])[0]
+                    ok, _, detail = compare_logits(ref.logits, verdicts["logits"])
+                    same_as_neuron = "logits" in shared and compare_logits(verdicts["logits"], shared["logits"])[0]
                 else:
-                    ok, _, detail = compare_grads(ref.grads, cpu["grads"])
-                    same_as_neuron = "grads" in shared and compare_grads(cpu["grads"], shared["grads"])[0]
+                    ok, _, detail = compare_grads(ref.grads, verdicts["grads"], side="CPU compiled")
+                    same_as_neuron = "grads" in shared and compare_grads(verdicts["grads"], shared["grads"])[0]
             else:
                 torch._dynamo.reset()
                 before = compile_counters.snapshot()
                 try:
-                    tokens = run_generate(ref.model, "cpu", ref.cache, compiled=True,
+                    tokens = run_generate(twin, "cpu", ref.cache, compiled=True,
                                           compile_config=cpu_reference.generate_compile_config())
                 finally:
                     counts = compile_counters.snapshot() - before
@@ -410,8 +442,14 @@ def _recheck_on_cpu(ref: CpuReference, result: Result, shared: dict) -> None:
             if ok:
                 category, detail = _compile_verdict(counts)
         except Exception as e:  # noqa: BLE001 - a CPU failure is an answer too
+            if name == "forward-compiled":
+                verdicts["error"] = e
+            if name not in COMPILED_STEPS:
+                continue  # an eager step that fails on CPU fails in the reference too: it cannot happen here
             category, detail = classify(e), first_line(e)
-        step = result.data["steps"][name]
+        if name not in failed:
+            continue
+        step = steps[name]
         step["cpu_compiled"] = {"status": "pass" if category is None else "fail", "category": category,
                                 "error": detail or None}
         if category == step["category"] and (category != NUMERIC or same_as_neuron):
