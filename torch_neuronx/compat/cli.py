@@ -44,12 +44,12 @@ def _status_text(result: dict, modes: list[str]) -> str:
     for m in modes:
         if report.compatible(result, m):
             parts.append(f"{m} [green]pass[/green]")
-        elif m == "compiled" and report.fails_compiled_on_cpu_too(result):
-            bad = next(s for s in report.MODE_STEPS[m] if result["steps"].get(s, {}).get("status") not in report.OK)
-            parts.append(f"{m} [yellow]fails on CPU too[/yellow] {bad} ({result['steps'][bad].get('category')})")
+            continue
+        bad = next(s for s in report.MODE_STEPS[m] if result["steps"].get(s, {}).get("status") not in report.OK)
+        cat = result["steps"].get(bad, {}).get("category", "not run")
+        if m == "compiled" and report.fails_compiled_on_cpu_too(result):
+            parts.append(f"{m} [yellow]fails on CPU too[/yellow] {bad} ({cat})")
         else:
-            bad = next(s for s in report.MODE_STEPS[m] if result["steps"].get(s, {}).get("status") not in report.OK)
-            cat = result["steps"].get(bad, {}).get("category", "not run")
             parts.append(f"{m} [red]FAIL[/red] {bad} ({cat})")
     return "  ".join(parts)
 

@@ -8,7 +8,9 @@ numbers are the difference of two snapshots, so steps do not add up.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
+from typing import Iterator
 
 
 @dataclass
@@ -83,3 +85,19 @@ def _dynamo_snapshot() -> CompileCounts:
     return CompileCounts(graphs=int(counters.get("stats", {}).get("unique_graphs", 0)),
                          recompiles=int(sum(counters.get("recompiles", {}).values())),
                          graph_breaks=int(sum(breaks.values())), break_reasons=reasons)
+
+
+@contextlib.contextmanager
+def counting_from_scratch() -> Iterator[CompileCounts]:
+    """Empty Dynamo's cache, then count what the block compiles (its own graphs and recompiles only).
+
+    The yielded counts are filled in when the block ends, also when it raises.
+    """
+    import torch
+    torch._dynamo.reset()
+    counts = CompileCounts()
+    before = snapshot()
+    try:
+        yield counts
+    finally:
+        vars(counts).update(vars(snapshot() - before))

@@ -25,6 +25,7 @@ what passed and where it stopped.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import json
 import os
@@ -287,14 +288,10 @@ def _train_compiled(ref: CpuReference, model, shared: dict, backend="neuron", de
     """
     import torch
     from . import compile_counters
-    torch._dynamo.reset()  # start from an empty cache: this step's graphs and recompiles only
-    before = compile_counters.snapshot()
-    try:
+    with compile_counters.counting_from_scratch() as shared["counts"]:
         call = torch.compile(model, backend=backend)
         shared["logits"], shared["grads"] = run_backward(model, call, device, with_logits=True,
                                                          use_labels=ref.use_labels)
-    finally:
-        shared["counts"] = compile_counters.snapshot() - before
 
 
 def _compile_verdict(counts) -> tuple[str | None, str]:
@@ -340,15 +337,10 @@ def _run_neuron_step(name: str, ref: CpuReference, model, result: Result, shared
                 ok, diff, detail = compare_grads(ref.grads, shared["grads"])
         else:
             compiled = name == "generate-compiled"
-            if compiled:
-                torch._dynamo.reset()
-                before = compile_counters.snapshot()
-            try:
-                tokens = run_generate(model, "neuron", ref.cache, compiled=compiled)
-            finally:
+            with compile_counters.counting_from_scratch() if compiled else contextlib.nullcontext() as counts:
                 if compiled:
-                    counts = compile_counters.snapshot() - before
-                    result.data["compile"][name] = counts.__dict__
+                    result.data["compile"][name] = vars(counts)  # filled in when generate() ends, or raises
+                tokens = run_generate(model, "neuron", ref.cache, compiled=compiled)
             ok, detail = compare_tokens(ref.tokens, tokens)
             shared[name + ":tokens"] = tokens
             diff = None
@@ -385,7 +377,8 @@ def _recheck_on_cpu(ref: CpuReference, result: Result, shared: dict) -> None:
     """Run the compiled steps again on a fresh CPU copy, compiled by Inductor, if one failed as a model can.
 
     The copy goes through the same steps as the neuron model did, in the same order (eager steps
-    included), so that a model whose state changes as it runs is compared in the same state.
+    included) up to the last failed one, so that a model whose state changes as it runs is compared
+    in the same state.
     """
     import torch
     from . import compile_counters
@@ -400,8 +393,9 @@ def _recheck_on_cpu(ref: CpuReference, result: Result, shared: dict) -> None:
     result.running("the failed compiled steps on CPU, compiled by Inductor")
     twin = ref.fresh_copy()
     torch.manual_seed(0)  # as before the neuron steps
-    verdicts: dict[str, tuple] = {}
-    for name in [s for s in STEPS if s in steps and steps[s].get("status") != "n/a"]:
+    replay = [s for s in STEPS if s in steps and steps[s].get("status") != "n/a"]
+    cpu: dict = {}  # the CPU's compiled training call, shared by forward- and backward-compiled
+    for name in replay[:replay.index(failed[-1]) + 1]:
         same_as_neuron = True
         try:
             if name == "forward":
@@ -414,27 +408,21 @@ def _recheck_on_cpu(ref: CpuReference, result: Result, shared: dict) -> None:
                 run_generate(twin, "cpu", ref.cache, compiled=False)
                 continue
             if name in ("forward-compiled", "backward-compiled"):
-                if "error" in verdicts:
-                    raise verdicts["error"]
-                if "counts" not in verdicts:
-                    cpu: dict = {}
+                if "error" in cpu:
+                    raise cpu["error"]
+                if "counts" not in cpu:
                     _train_compiled(ref, twin, cpu, backend=cpu_reference.inductor_cpu, device="cpu")
-                    verdicts.update(cpu)
-                counts = verdicts["counts"]
+                counts = cpu["counts"]
                 if name == "forward-compiled":
-                    ok, _, detail = compare_logits(ref.logits, verdicts["logits"])
-                    same_as_neuron = "logits" in shared and compare_logits(verdicts["logits"], shared["logits"])[0]
+                    ok, _, detail = compare_logits(ref.logits, cpu["logits"])
+                    same_as_neuron = "logits" in shared and compare_logits(cpu["logits"], shared["logits"])[0]
                 else:
-                    ok, _, detail = compare_grads(ref.grads, verdicts["grads"], side="CPU compiled")
-                    same_as_neuron = "grads" in shared and compare_grads(verdicts["grads"], shared["grads"])[0]
+                    ok, _, detail = compare_grads(ref.grads, cpu["grads"], side="CPU compiled")
+                    same_as_neuron = "grads" in shared and compare_grads(cpu["grads"], shared["grads"])[0]
             else:
-                torch._dynamo.reset()
-                before = compile_counters.snapshot()
-                try:
+                with compile_counters.counting_from_scratch() as counts:
                     tokens = run_generate(twin, "cpu", ref.cache, compiled=True,
                                           compile_config=cpu_reference.generate_compile_config())
-                finally:
-                    counts = compile_counters.snapshot() - before
                 ok, detail = compare_tokens(ref.tokens, tokens)
                 neuron_tokens = shared.get(name + ":tokens")
                 same_as_neuron = neuron_tokens is not None and torch.equal(tokens, neuron_tokens)
@@ -442,10 +430,10 @@ def _recheck_on_cpu(ref: CpuReference, result: Result, shared: dict) -> None:
             if ok:
                 category, detail = _compile_verdict(counts)
         except Exception as e:  # noqa: BLE001 - a CPU failure is an answer too
-            if name == "forward-compiled":
-                verdicts["error"] = e
             if name not in COMPILED_STEPS:
-                continue  # an eager step that fails on CPU fails in the reference too: it cannot happen here
+                continue  # an eager step is replayed for the model's state only (it passed in the reference)
+            if name == "forward-compiled":
+                cpu["error"] = e
             category, detail = classify(e), first_line(e)
         if name not in failed:
             continue
