@@ -19,11 +19,14 @@ from helpers import run_python, tiny_llama
 
 @pytest.fixture(scope="module", autouse=True)
 def neff_cache_dir(tmp_path_factory):
-    """One fresh cache directory for this file; never the user's /var/tmp/neuron-compile-cache."""
+    """One fresh cache directory for this file; never the user's own cache."""
     path = str(tmp_path_factory.mktemp("neff-cache"))
-    saved = {k: os.environ.get(k) for k in ("TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_NEFF_DISABLE_CACHE")}
+    names = ("TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_DISABLE_NEFF_CACHE", "TORCH_NEURONX_NEFF_DISABLE_CACHE",
+             "TORCH_NEURONX_NEFF_CACHE_KEY_FILE")
+    saved = {k: os.environ.get(k) for k in names}
+    for k in names[1:]:
+        os.environ.pop(k, None)
     os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = path
-    os.environ.pop("TORCH_NEURONX_NEFF_DISABLE_CACHE", None)
     yield path
     for k, v in saved.items():
         if v is None:
@@ -129,7 +132,7 @@ def test_tiny_llama_train_step_matches_cpu():
 def test_diffusers_transformer_block_matches_cpu_with_fused_attention(monkeypatch):
     from diffusers.models.attention import BasicTransformerBlock
     from torch._inductor.utils import run_and_get_code
-    monkeypatch.setenv("TORCH_NEURONX_NEFF_DISABLE_CACHE", "1")  # generate the code, to inspect it
+    monkeypatch.setenv("TORCH_NEURONX_DISABLE_NEFF_CACHE", "1")  # generate the code, to inspect it
     torch.manual_seed(0)
     block = BasicTransformerBlock(dim=32, num_attention_heads=2, attention_head_dim=16,
                                   cross_attention_dim=24).eval()
@@ -360,7 +363,7 @@ def test_corrupted_entry_is_detected_and_rebuilt(damage, caplog):
 
 def test_disable_cache_reads_and_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv("TORCH_NEURONX_NEFF_DISABLE_CACHE", "1")
+    monkeypatch.setenv("TORCH_NEURONX_DISABLE_NEFF_CACHE", "1")
     with torch.no_grad():
         torch.compile(gelu_proj, backend="neuron")(torch.randn(4, 128, device="neuron"),
                                                    torch.randn(128, 40, device="neuron"))
@@ -372,7 +375,7 @@ def test_disable_cache_reads_and_writes_nothing(tmp_path, monkeypatch):
 def test_truncated_inductor_kernel_library_is_rebuilt(tmp_path):
     # A compile killed while Inductor wrote a kernel library leaves a truncated .so in Inductor's
     # directory, which Inductor would load as is ("file too short") in every later process.
-    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "TORCH_NEURONX_NEFF_DISABLE_CACHE": "1"}
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "TORCH_NEURONX_DISABLE_NEFF_CACHE": "1"}
     first = run_python(CACHE_RUN, env)
     assert first.returncode == 0, first.stderr
     libraries = [os.path.join(d, f) for d, _, files in os.walk(tmp_path / "inductor") for f in files

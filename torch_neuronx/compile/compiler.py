@@ -12,6 +12,10 @@ any file it finds there. A compile killed while writing one (a timeout, Ctrl-C)
 leaves a truncated library that every later compile of the same kernel would
 fail to load ("file too short"); such a library is deleted and built again,
 as the NEFF cache does with its own damaged entries.
+
+Inductor loads whatever it finds in that directory, so a neuron graph is
+compiled only when the directory is private to the user (neff_cache.inductor_dir):
+a library another user could put there would run in this process.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from typing import Any, Callable, Sequence
 import torch.fx
 
 from . import host_graph, neff_cache, stats
+from .cache_trust import Untrusted
+from .errors import NeuronCompileError
 from .launch import NeuronGraph, device_callable
 
 
@@ -32,6 +38,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwa
     from torch._inductor.compile_fx import compile_fx_inner
 
     start = time.perf_counter()
+    require_private_inductor_dir()
     kind = "backward" if kwargs.get("is_backward") else ("inference" if kwargs.get("is_inference") else "forward")
     host = host_graph.to_host(gm, example_inputs)
 
@@ -46,6 +53,19 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwa
 
 log = logging.getLogger("torch_neuronx.compile")
 
+
+def require_private_inductor_dir() -> str:
+    """Inductor's kernel directory, or a NeuronCompileError if another user could write into it."""
+    try:
+        return neff_cache.inductor_dir()
+    except Untrusted as e:
+        raise NeuronCompileError(
+            f"Not compiling: Inductor's kernel directory {e.path} {e.reason}. Inductor loads any kernel library "
+            f"and wrapper module it finds there, so code another user put there would run in this process. "
+            f"Set TORCHINDUCTOR_CACHE_DIR to a directory only you can write (e.g. ~/.cache/torchinductor), or "
+            f"remove {e.path} if it is yours.") from None
+
+
 # How the dynamic loader reports a library that is not a complete shared object.
 _DAMAGED_LIBRARY = re.compile(r"(/\S+\.so): (file too short|invalid ELF header|ELF load command[^\n]*|"
                               r"cannot read file data[^\n]*|unexpected reloc type[^\n]*)")
@@ -53,9 +73,12 @@ _MAX_REBUILDS = 8  # one damaged library is found per attempt
 
 
 def _damaged_library(error: BaseException) -> tuple[str, str] | None:
-    """(path, loader message) when `error` (or its cause) is a damaged library in Inductor's directory."""
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
-    root = os.path.realpath(cache_dir())
+    """(path, loader message) when `error` (or its cause) is a damaged library in Inductor's directory.
+
+    Only a library inside the checked-private directory is ever deleted: the path comes from a loader
+    message, and nothing outside what the user owns is touched.
+    """
+    root = require_private_inductor_dir()
     seen = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))

@@ -20,6 +20,7 @@ calling convention), exactly as the same graph does on CPU.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Sequence
 
 import torch
@@ -49,7 +50,7 @@ class _DeviceModule:
 
 def device_callable(compiled: Any, device_index: int) -> Callable[[list[Any]], Sequence[Any]]:
     """The boxed callable of Inductor's compiled graph, with its buffers allocated in device memory."""
-    from torch._inductor.codecache import PyCodeCache, write
+    from torch._inductor.codecache import PyCodeCache, get_hash, get_path
     from torch._inductor.output_code import maybe_realign_inputs
     from torch._inductor.utils import BoxedBool
 
@@ -65,7 +66,14 @@ def device_callable(compiled: Any, device_index: int) -> Callable[[list[Any]], S
     # A module of its own (loaded with attributes, so never shared through PyCodeCache's module cache):
     # the same source compiled for CPU by plain Inductor must keep host buffers, and two graphs with
     # the same code may have different constants.
-    key, path = write(source.replace(_HOST_ALLOCATOR, _DEVICE_ALLOCATOR, 1), "py")
+    device_source = source.replace(_HOST_ALLOCATOR, _DEVICE_ALLOCATOR, 1)
+    key, _, path = get_path(get_hash(device_source.strip(), "", "code"), "py")
+    # Written (or verified) by this user in the checked-private kernel directory: the module that runs
+    # is exactly this source, never a file someone else left at that path.
+    from .neff_cache import inductor_dir
+    from .cache_trust import install_private_file
+    root = inductor_dir()
+    path = install_private_file(root, os.path.relpath(os.path.realpath(path), root), device_source.encode("utf-8"))
     device = torch.device("neuron", device_index)
     # Tensor constants of the graph were copied to the host by the retargeting: they are device
     # tensors again for the device code (extern kernels see them next to device buffers).

@@ -30,7 +30,8 @@ def reset() -> None:
     """Forget all counts (torch.neuron.reset_dynamo_metrics)."""
     with _lock:
         _state.clear()
-        _state.update(graphs_compiled=0, neffs_built=0, cache_hits=0, cache_corrupt_entries=0, compile_seconds=0.0,
+        _state.update(graphs_compiled=0, neffs_built=0, cache_hits=0, cache_corrupt_entries=0,
+                      cache_rejected_entries=0, compile_seconds=0.0,
                       recompiles=[], graph_breaks=[])
         _signatures.clear()
         _logged_breaks.clear()
@@ -46,6 +47,8 @@ def compile_stats() -> dict[str, Any]:
     neffs_built       compiled units (forward, backward or inference graphs) generated from scratch
     cache_hits        compiled units loaded from the NEFF cache instead (TORCH_NEURONX_NEFF_CACHE_DIR)
     cache_corrupt_entries  cache entries found damaged, deleted and rebuilt
+    cache_rejected_entries cache entries not read because they could not be trusted (another user's file,
+                      a directory others can write, a failed authentication in a shared cache)
     recompiles        one entry per recompile: function, reason, changed inputs (name, old, new shape)
     graph_breaks      one entry per graph break: reason and user code location
     compile_seconds   wall time spent compiling
@@ -215,6 +218,11 @@ def record_neff(kind: str, cache_hit: bool, seconds: float) -> None:
 def record_corrupt_entry() -> None:
     with _lock:
         _state["cache_corrupt_entries"] += 1
+
+
+def record_rejected_entry() -> None:
+    with _lock:
+        _state["cache_rejected_entries"] += 1
 
 
 def _user_location(reason: Any) -> str:
