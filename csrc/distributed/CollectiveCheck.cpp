@@ -1,5 +1,7 @@
 #include "distributed/CollectiveCheck.h"
 
+#include "distributed/CollectiveError.h"
+
 #include <c10/util/hash.h>
 
 #include <algorithm>
@@ -149,13 +151,8 @@ CheckMode collective_check_mode() {
 namespace {
 
 [[noreturn]] void raise_meeting_failed(const CollectiveSignature& mine, int rank, int size, const std::exception& e) {
-  const auto* err = dynamic_cast<const c10::Error*>(&e);
-  C10_THROW_ERROR(
-      DistBackendError,
-      c10::str("neuron backend: ", mine.describe(), " on rank ", rank, " of ", size,
-               " failed while the ranks met to start it: ", err ? err->what_without_backtrace() : e.what(),
-               "\nUsual causes: a peer rank exited, or did not reach this collective within the process group "
-               "timeout."));
+  raise_collective_failure(c10::str(mine.describe(), " on rank ", rank, " of ", size), message_of(e),
+                           " while the ranks met to start it");
 }
 
 // "" if all `size` rows (`stride` apart) equal `mine`, else the message that names what each rank ran.

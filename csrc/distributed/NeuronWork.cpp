@@ -1,6 +1,7 @@
 #include "distributed/NeuronWork.h"
 
 #include "Neuron.h"
+#include "distributed/CollectiveError.h"
 
 #include <algorithm>
 
@@ -16,18 +17,6 @@ std::vector<c10::Device> neuron_devices_of(const std::vector<at::Tensor>& tensor
     }
   }
   return devices;
-}
-
-std::string message_of(std::exception_ptr error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown error";
-  }
 }
 
 } // namespace
@@ -99,11 +88,7 @@ std::vector<at::Tensor> NeuronWork::result() { return outputs_; }
 void NeuronWork::synchronize() { host_->synchronize(); }
 
 void NeuronWork::rethrow(std::exception_ptr error) const {
-  C10_THROW_ERROR(
-      DistBackendError,
-      c10::str("neuron backend: ", describe_, " failed: ", message_of(error),
-               "\nUsual causes: a peer rank exited, or did not reach this collective within the process group "
-               "timeout; or the ranks passed tensors of different shapes or dtypes."));
+  raise_collective_failure(describe_, message_of(error));
 }
 
 bool NeuronWork::wait(std::chrono::milliseconds timeout) {

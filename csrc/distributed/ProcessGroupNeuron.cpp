@@ -5,6 +5,7 @@
 #include "distributed/HostReduction.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace neuron::distributed {
 namespace {
@@ -55,6 +56,12 @@ void check_devices(const char* name, const TensorList& tensors) {
               " got both neuron and CPU tensors; move them to one device (e.g. .to('neuron'))");
 }
 
+TensorList both(const TensorList& a, const TensorList& b) {
+  TensorList out(a);
+  out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
 const at::Tensor& first(const TensorList& ts, const char* name) {
   TORCH_CHECK(!ts.empty() && ts[0].defined(), "neuron backend: ", name, " needs at least one tensor");
   return ts[0];
@@ -87,7 +94,7 @@ std::function<void()> then(std::function<void()> verify, std::function<void()> f
 // Issues a collective that may have started before every rank posted: if issuing it throws, the
 // check still runs (it releases the board's slot), and the issuing error is the one raised.
 template <typename F>
-c10::intrusive_ptr<Work> issue(const std::function<void()>& verify, F&& fn) {
+auto issue(const std::function<void()>& verify, F&& fn) -> decltype(fn()) {
   try {
     return fn();
   } catch (...) {
@@ -177,236 +184,274 @@ void ProcessGroupNeuron::stand_in(const CollectiveSignature& reference) {
 }
 
 // ---- collectives -----------------------------------------------------------
+//
+// Every collective goes through collective(): it checks the devices, has the ranks agree on the
+// collective (CollectiveCheck.h), issues it on the host backend over zero-copy aliases, and wraps the
+// host's work so that callers see their own tensors. Each collective below only says what it is
+// (ProcessGroupNeuron::Call) and how the host runs it.
+
+// What a collective tells the template.
+struct ProcessGroupNeuron::Call {
+  OpType op;
+  const char* name;        // as users call it, for messages: "all_reduce"
+  TensorList tensors;      // every tensor of the call: all neuron, or all CPU
+  TensorList outputs;      // what result() and the future yield
+  at::Tensor example;      // shown in error messages (undefined: none)
+  std::optional<Sig> signature;  // what the ranks agree on first; none: point-to-point, unchecked
+};
+
+// What the host backend was given: its work, and a step to run once it succeeded (or null).
+struct ProcessGroupNeuron::Issued {
+  c10::intrusive_ptr<Work> work;
+  std::function<void()> finish;
+};
+
+template <typename OnHost>
+c10::intrusive_ptr<Work> ProcessGroupNeuron::collective(Call call, OnHost&& on_host) {
+  check_devices(call.name, call.tensors);
+  auto verify = call.signature ? agree(*call.signature) : nullptr;
+  Issued issued = issue(verify, std::forward<OnHost>(on_host));
+  return wrap(issued.work, std::move(call.outputs), then(verify, std::move(issued.finish)), call.op, call.name,
+              call.example);
+}
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::broadcast(TensorList& tensors, const c10d::BroadcastOptions& opts) {
-  check_devices("broadcast", tensors);
-  agree(Sig::of(OpType::BROADCAST, first(tensors, "broadcast"), tensors.size(), numel_of(tensors))
-            .with_root(opts.rootRank));
-  auto host = on_host(tensors);
-  auto work = host_->broadcast(host, opts);
-  return wrap(work, tensors, nullptr, OpType::BROADCAST, "broadcast", first(tensors, "broadcast"));
+  const auto& example = first(tensors, "broadcast");
+  auto sig = Sig::of(OpType::BROADCAST, example, tensors.size(), numel_of(tensors)).with_root(opts.rootRank);
+  return collective({OpType::BROADCAST, "broadcast", tensors, tensors, example, sig}, [&]() -> Issued {
+    auto host = on_host(tensors);
+    return {host_->broadcast(host, opts), nullptr};
+  });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::allreduce(TensorList& tensors, const c10d::AllreduceOptions& opts) {
-  check_devices("all_reduce", tensors);
   const auto& example = first(tensors, "all_reduce");
   auto plan = HostReduction::plan(opts.reduceOp, example.scalar_type(), size_, "all_reduce");
-  auto verify =
-      agree(Sig::of(OpType::ALLREDUCE, example, tensors.size(), numel_of(tensors)).with_reduce(opts.reduceOp.op_));
-  auto host = on_host(tensors);
-  plan.scale_in_place(host);
-  auto host_opts = opts;
-  host_opts.reduceOp = plan.host_op;
-  auto work = issue(verify, [&] { return host_->allreduce(host, host_opts); });
-  return wrap(work, tensors, then(verify, finisher(plan, host)), OpType::ALLREDUCE, "all_reduce", example);
+  auto sig = Sig::of(OpType::ALLREDUCE, example, tensors.size(), numel_of(tensors)).with_reduce(opts.reduceOp.op_);
+  return collective({OpType::ALLREDUCE, "all_reduce", tensors, tensors, example, sig}, [&]() -> Issued {
+    auto host = on_host(tensors);
+    plan.scale_in_place(host);
+    auto host_opts = opts;
+    host_opts.reduceOp = plan.host_op;
+    return {host_->allreduce(host, host_opts), finisher(plan, host)};
+  });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::allreduce_coalesced(TensorList& tensors,
                                                                  const c10d::AllreduceCoalescedOptions& opts) {
-  check_devices("all_reduce_coalesced", tensors);
   const auto& example = first(tensors, "all_reduce_coalesced");
   auto plan = HostReduction::plan(opts.reduceOp, example.scalar_type(), size_, "all_reduce_coalesced");
-  agree(Sig::of(OpType::ALLREDUCE_COALESCED, example, tensors.size(), numel_of(tensors))
-            .with_reduce(opts.reduceOp.op_));
-  auto host = on_host(tensors);
-  plan.scale_in_place(host);
-  auto host_opts = opts;
-  host_opts.reduceOp = plan.host_op;
-  auto work = host_->allreduce_coalesced(host, host_opts);
-  return wrap(work, tensors, finisher(plan, host), OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced", example);
+  auto sig = Sig::of(OpType::ALLREDUCE_COALESCED, example, tensors.size(), numel_of(tensors))
+                 .with_reduce(opts.reduceOp.op_);
+  return collective({OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced", tensors, tensors, example, sig},
+                    [&]() -> Issued {
+                      auto host = on_host(tensors);
+                      plan.scale_in_place(host);
+                      auto host_opts = opts;
+                      host_opts.reduceOp = plan.host_op;
+                      return {host_->allreduce_coalesced(host, host_opts), finisher(plan, host)};
+                    });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::reduce(TensorList& tensors, const c10d::ReduceOptions& opts) {
-  check_devices("reduce", tensors);
   const auto& example = first(tensors, "reduce");
   auto plan = HostReduction::plan(opts.reduceOp, example.scalar_type(), size_, "reduce");
   // Scaling in place would change the non-root ranks' tensors, which reduce leaves as they were.
   TORCH_CHECK(!plan.premul, "neuron backend: reduce does not take PREMUL_SUM; use all_reduce or reduce_scatter");
-  agree(Sig::of(OpType::REDUCE, example, tensors.size(), numel_of(tensors))
-            .with_reduce(opts.reduceOp.op_)
-            .with_root(opts.rootRank));
-  auto host = on_host(tensors);
-  auto host_opts = opts;
-  host_opts.reduceOp = plan.host_op;
-  auto work = host_->reduce(host, host_opts);
-  auto finish = rank_ == opts.rootRank ? finisher(plan, host) : nullptr;
-  return wrap(work, tensors, std::move(finish), OpType::REDUCE, "reduce", example);
+  auto sig = Sig::of(OpType::REDUCE, example, tensors.size(), numel_of(tensors))
+                 .with_reduce(opts.reduceOp.op_)
+                 .with_root(opts.rootRank);
+  return collective({OpType::REDUCE, "reduce", tensors, tensors, example, sig}, [&]() -> Issued {
+    auto host = on_host(tensors);
+    auto host_opts = opts;
+    host_opts.reduceOp = plan.host_op;
+    return {host_->reduce(host, host_opts), rank_ == opts.rootRank ? finisher(plan, host) : nullptr};
+  });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather(TensorLists& outputs, TensorList& inputs,
                                                        const c10d::AllgatherOptions& opts) {
   auto flat_out = flatten(outputs);
-  check_devices("all_gather", flat_out);
-  check_devices("all_gather", inputs);
-  agree(Sig::of(OpType::ALLGATHER, first(inputs, "all_gather"), inputs.size(), numel_of(inputs) + numel_of(flat_out)));
-  auto host_out = on_host(outputs);
-  auto host_in = on_host(inputs);
-  auto work = host_->allgather(host_out, host_in, opts);
-  return wrap(work, flat_out, nullptr, OpType::ALLGATHER, "all_gather", first(inputs, "all_gather"));
+  const auto& example = first(inputs, "all_gather");
+  auto sig = Sig::of(OpType::ALLGATHER, example, inputs.size(), numel_of(inputs) + numel_of(flat_out));
+  return collective({OpType::ALLGATHER, "all_gather", both(flat_out, inputs), flat_out, example, sig},
+                    [&]() -> Issued {
+                      auto host_out = on_host(outputs);
+                      auto host_in = on_host(inputs);
+                      return {host_->allgather(host_out, host_in, opts), nullptr};
+                    });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                              const c10d::AllgatherOptions& opts) {
-  check_devices("all_gather_into_tensor", {output, input});
-  auto verify = agree(Sig::of(OpType::_ALLGATHER_BASE, input, 1, input.numel() + output.numel()));
-  auto host_out = on_host(output);
-  auto host_in = on_host(input);
-  auto work = issue(verify, [&] { return host_->_allgather_base(host_out, host_in, opts); });
-  return wrap(work, {output}, verify, OpType::_ALLGATHER_BASE, "all_gather_into_tensor", input);
+  auto sig = Sig::of(OpType::_ALLGATHER_BASE, input, 1, input.numel() + output.numel());
+  return collective({OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {output, input}, {output}, input, sig},
+                    [&]() -> Issued {
+                      auto host_out = on_host(output);
+                      auto host_in = on_host(input);
+                      return {host_->_allgather_base(host_out, host_in, opts), nullptr};
+                    });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather_coalesced(TensorLists& outputs, TensorList& inputs,
                                                                  const c10d::AllgatherOptions& opts) {
   auto flat_out = flatten(outputs);
-  check_devices("all_gather_coalesced", flat_out);
-  check_devices("all_gather_coalesced", inputs);
-  agree(Sig::of(OpType::ALLGATHER_COALESCED, first(inputs, "all_gather_coalesced"), inputs.size(),
-                numel_of(inputs) + numel_of(flat_out)));
-  auto host_out = on_host(outputs);
-  auto host_in = on_host(inputs);
-  auto work = host_->allgather_coalesced(host_out, host_in, opts);
-  return wrap(work, flat_out, nullptr, OpType::ALLGATHER_COALESCED, "all_gather_coalesced",
-              first(inputs, "all_gather_coalesced"));
+  const auto& example = first(inputs, "all_gather_coalesced");
+  auto sig = Sig::of(OpType::ALLGATHER_COALESCED, example, inputs.size(), numel_of(inputs) + numel_of(flat_out));
+  return collective(
+      {OpType::ALLGATHER_COALESCED, "all_gather_coalesced", both(flat_out, inputs), flat_out, example, sig},
+      [&]() -> Issued {
+        auto host_out = on_host(outputs);
+        auto host_in = on_host(inputs);
+        return {host_->allgather_coalesced(host_out, host_in, opts), nullptr};
+      });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather_into_tensor_coalesced(TensorList& outputs, TensorList& inputs,
                                                                              const c10d::AllgatherOptions& opts) {
-  check_devices("all_gather_into_tensor_coalesced", outputs);
-  check_devices("all_gather_into_tensor_coalesced", inputs);
-  agree(Sig::of(OpType::COALESCED, first(inputs, "all_gather_into_tensor_coalesced"), inputs.size(),
-                numel_of(inputs) + numel_of(outputs)));
-  auto host_out = on_host(outputs);
-  auto host_in = on_host(inputs);
-  auto work = host_->allgather_into_tensor_coalesced(host_out, host_in, opts);
-  return wrap(work, outputs, nullptr, OpType::COALESCED, "all_gather_into_tensor_coalesced",
-              first(inputs, "all_gather_into_tensor_coalesced"));
+  const auto& example = first(inputs, "all_gather_into_tensor_coalesced");
+  auto sig = Sig::of(OpType::COALESCED, example, inputs.size(), numel_of(inputs) + numel_of(outputs));
+  return collective(
+      {OpType::COALESCED, "all_gather_into_tensor_coalesced", both(outputs, inputs), outputs, example, sig},
+      [&]() -> Issued {
+        auto host_out = on_host(outputs);
+        auto host_in = on_host(inputs);
+        return {host_->allgather_into_tensor_coalesced(host_out, host_in, opts), nullptr};
+      });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::gather(TensorLists& outputs, TensorList& inputs,
                                                     const c10d::GatherOptions& opts) {
   auto flat_out = flatten(outputs);  // empty on ranks other than the root
-  check_devices("gather", flat_out);
-  check_devices("gather", inputs);
-  agree(Sig::of(OpType::GATHER, first(inputs, "gather"), inputs.size(), numel_of(inputs)).with_root(opts.rootRank));
-  auto host_out = on_host(outputs);
-  auto host_in = on_host(inputs);
-  auto work = host_->gather(host_out, host_in, opts);
-  return wrap(work, flat_out, nullptr, OpType::GATHER, "gather", first(inputs, "gather"));
+  const auto& example = first(inputs, "gather");
+  auto sig = Sig::of(OpType::GATHER, example, inputs.size(), numel_of(inputs)).with_root(opts.rootRank);
+  return collective({OpType::GATHER, "gather", both(flat_out, inputs), flat_out, example, sig}, [&]() -> Issued {
+    auto host_out = on_host(outputs);
+    auto host_in = on_host(inputs);
+    return {host_->gather(host_out, host_in, opts), nullptr};
+  });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::scatter(TensorList& outputs, TensorLists& inputs,
                                                      const c10d::ScatterOptions& opts) {
-  check_devices("scatter", outputs);
-  check_devices("scatter", flatten(inputs));  // empty on ranks other than the root
-  agree(Sig::of(OpType::SCATTER, first(outputs, "scatter"), outputs.size(), numel_of(outputs))
-            .with_root(opts.rootRank));
-  auto host_out = on_host(outputs);
-  auto host_in = on_host(inputs);
-  auto work = host_->scatter(host_out, host_in, opts);
-  return wrap(work, outputs, nullptr, OpType::SCATTER, "scatter", first(outputs, "scatter"));
+  const auto& example = first(outputs, "scatter");
+  auto sig = Sig::of(OpType::SCATTER, example, outputs.size(), numel_of(outputs)).with_root(opts.rootRank);
+  // inputs are empty on ranks other than the root
+  return collective({OpType::SCATTER, "scatter", both(outputs, flatten(inputs)), outputs, example, sig},
+                    [&]() -> Issued {
+                      auto host_out = on_host(outputs);
+                      auto host_in = on_host(inputs);
+                      return {host_->scatter(host_out, host_in, opts), nullptr};
+                    });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::reduce_scatter(TensorList& outputs, TensorLists& inputs,
                                                             const c10d::ReduceScatterOptions& opts) {
-  check_devices("reduce_scatter", outputs);
-  check_devices("reduce_scatter", flatten(inputs));
+  auto flat_in = flatten(inputs);
   const auto& example = first(outputs, "reduce_scatter");
   auto plan = HostReduction::plan(opts.reduceOp, example.scalar_type(), size_, "reduce_scatter");
-  agree(Sig::of(OpType::REDUCE_SCATTER, example, outputs.size(), numel_of(outputs) + numel_of(flatten(inputs)))
-            .with_reduce(opts.reduceOp.op_));
-  auto host_out = on_host(outputs);
-  TensorLists host_in;
-  for (const auto& l : inputs) host_in.push_back(plan.scaled_copies(on_host(l)));
-  auto host_opts = opts;
-  host_opts.reduceOp = plan.host_op;
-  auto work = host_->reduce_scatter(host_out, host_in, host_opts);
-  return wrap(work, outputs, finisher(plan, host_out), OpType::REDUCE_SCATTER, "reduce_scatter", example);
+  auto sig = Sig::of(OpType::REDUCE_SCATTER, example, outputs.size(), numel_of(outputs) + numel_of(flat_in))
+                 .with_reduce(opts.reduceOp.op_);
+  return collective({OpType::REDUCE_SCATTER, "reduce_scatter", both(outputs, flat_in), outputs, example, sig},
+                    [&]() -> Issued {
+                      auto host_out = on_host(outputs);
+                      TensorLists host_in;
+                      for (const auto& l : inputs) host_in.push_back(plan.scaled_copies(on_host(l)));
+                      auto host_opts = opts;
+                      host_opts.reduceOp = plan.host_op;
+                      return {host_->reduce_scatter(host_out, host_in, host_opts), finisher(plan, host_out)};
+                    });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                   const c10d::ReduceScatterOptions& opts) {
-  check_devices("reduce_scatter_tensor", {output, input});
   auto plan = HostReduction::plan(opts.reduceOp, output.scalar_type(), size_, "reduce_scatter_tensor");
-  auto verify = agree(Sig::of(OpType::_REDUCE_SCATTER_BASE, output, 1, output.numel() + input.numel())
-                         .with_reduce(opts.reduceOp.op_));
-  auto host_out = on_host(output);
-  auto host_in = plan.scaled_copies({on_host(input)})[0];
-  auto host_opts = opts;
-  host_opts.reduceOp = plan.host_op;
-  auto work = issue(verify, [&] { return host_->_reduce_scatter_base(host_out, host_in, host_opts); });
-  return wrap(work, {output}, then(verify, finisher(plan, {host_out})), OpType::_REDUCE_SCATTER_BASE,
-              "reduce_scatter_tensor", input);
+  auto sig = Sig::of(OpType::_REDUCE_SCATTER_BASE, output, 1, output.numel() + input.numel())
+                 .with_reduce(opts.reduceOp.op_);
+  return collective(
+      {OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {output, input}, {output}, input, sig},
+      [&]() -> Issued {
+        auto host_out = on_host(output);
+        auto host_in = plan.scaled_copies({on_host(input)})[0];
+        auto host_opts = opts;
+        host_opts.reduceOp = plan.host_op;
+        return {host_->_reduce_scatter_base(host_out, host_in, host_opts), finisher(plan, {host_out})};
+      });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesced(
     TensorList& outputs, TensorList& inputs, const c10d::ReduceScatterOptions& opts) {
-  check_devices("reduce_scatter_tensor_coalesced", outputs);
-  check_devices("reduce_scatter_tensor_coalesced", inputs);
   const auto& example = first(outputs, "reduce_scatter_tensor_coalesced");
   auto plan = HostReduction::plan(opts.reduceOp, example.scalar_type(), size_, "reduce_scatter_tensor_coalesced");
-  agree(Sig::of(OpType::REDUCE_SCATTER_TENSOR_COALESCED, example, outputs.size(), numel_of(outputs) + numel_of(inputs))
-            .with_reduce(opts.reduceOp.op_));
-  auto host_out = on_host(outputs);
-  auto host_in = plan.scaled_copies(on_host(inputs));
-  auto host_opts = opts;
-  host_opts.reduceOp = plan.host_op;
-  auto work = host_->reduce_scatter_tensor_coalesced(host_out, host_in, host_opts);
-  return wrap(work, outputs, finisher(plan, host_out), OpType::REDUCE_SCATTER_TENSOR_COALESCED,
-              "reduce_scatter_tensor_coalesced", example);
+  auto sig = Sig::of(OpType::REDUCE_SCATTER_TENSOR_COALESCED, example, outputs.size(),
+                     numel_of(outputs) + numel_of(inputs))
+                 .with_reduce(opts.reduceOp.op_);
+  return collective({OpType::REDUCE_SCATTER_TENSOR_COALESCED, "reduce_scatter_tensor_coalesced",
+                     both(outputs, inputs), outputs, example, sig},
+                    [&]() -> Issued {
+                      auto host_out = on_host(outputs);
+                      auto host_in = plan.scaled_copies(on_host(inputs));
+                      auto host_opts = opts;
+                      host_opts.reduceOp = plan.host_op;
+                      return {host_->reduce_scatter_tensor_coalesced(host_out, host_in, host_opts),
+                              finisher(plan, host_out)};
+                    });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::alltoall_base(at::Tensor& output, at::Tensor& input,
                                                            std::vector<int64_t>& output_split_sizes,
                                                            std::vector<int64_t>& input_split_sizes,
                                                            const c10d::AllToAllOptions& opts) {
-  check_devices("all_to_all_single", {output, input});
-  auto signature = Sig::of(OpType::ALLTOALL_BASE, input, 1, input.numel() + output.numel());
-  if (!output_split_sizes.empty() || !input_split_sizes.empty()) signature.any_shape();  // uneven: sizes differ by rank
-  agree(signature);
-  auto host_out = on_host(output);
-  auto host_in = on_host(input);
-  auto work = host_->alltoall_base(host_out, host_in, output_split_sizes, input_split_sizes, opts);
-  return wrap(work, {output}, nullptr, OpType::ALLTOALL_BASE, "all_to_all_single", input);
+  auto sig = Sig::of(OpType::ALLTOALL_BASE, input, 1, input.numel() + output.numel());
+  if (!output_split_sizes.empty() || !input_split_sizes.empty()) sig.any_shape();  // uneven: sizes differ by rank
+  return collective({OpType::ALLTOALL_BASE, "all_to_all_single", {output, input}, {output}, input, sig},
+                    [&]() -> Issued {
+                      auto host_out = on_host(output);
+                      auto host_in = on_host(input);
+                      return {host_->alltoall_base(host_out, host_in, output_split_sizes, input_split_sizes, opts),
+                              nullptr};
+                    });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::alltoall(TensorList& outputs, TensorList& inputs,
                                                       const c10d::AllToAllOptions& opts) {
-  check_devices("all_to_all", outputs);
-  check_devices("all_to_all", inputs);
-  agree(Sig::of(OpType::ALLTOALL, first(inputs, "all_to_all"), inputs.size(), -1).any_shape());
-  auto host_out = on_host(outputs);
-  auto host_in = on_host(inputs);
-  auto work = host_->alltoall(host_out, host_in, opts);
-  return wrap(work, outputs, nullptr, OpType::ALLTOALL, "all_to_all", first(inputs, "all_to_all"));
+  const auto& example = first(inputs, "all_to_all");
+  auto sig = Sig::of(OpType::ALLTOALL, example, inputs.size(), -1).any_shape();
+  return collective({OpType::ALLTOALL, "all_to_all", both(outputs, inputs), outputs, example, sig}, [&]() -> Issued {
+    auto host_out = on_host(outputs);
+    auto host_in = on_host(inputs);
+    return {host_->alltoall(host_out, host_in, opts), nullptr};
+  });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::send(TensorList& tensors, int dst_rank, int tag) {
-  check_devices("send", tensors);
-  auto host = on_host(tensors);
-  auto work = host_->send(host, dst_rank, tag);
-  return wrap(work, tensors, nullptr, OpType::SEND, "send", first(tensors, "send"));
+  return collective({OpType::SEND, "send", tensors, tensors, first(tensors, "send"), std::nullopt}, [&]() -> Issued {
+    auto host = on_host(tensors);
+    return {host_->send(host, dst_rank, tag), nullptr};
+  });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::recv(TensorList& tensors, int src_rank, int tag) {
-  check_devices("recv", tensors);
-  auto host = on_host(tensors);
-  auto work = host_->recv(host, src_rank, tag);
-  return wrap(work, tensors, nullptr, OpType::RECV, "recv", first(tensors, "recv"));
+  return collective({OpType::RECV, "recv", tensors, tensors, first(tensors, "recv"), std::nullopt}, [&]() -> Issued {
+    auto host = on_host(tensors);
+    return {host_->recv(host, src_rank, tag), nullptr};
+  });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::recvAnysource(TensorList& tensors, int tag) {
-  check_devices("recv", tensors);
-  auto host = on_host(tensors);
-  auto work = host_->recvAnysource(host, tag);
-  return wrap(work, tensors, nullptr, OpType::RECVANYSOURCE, "recv (any source)", first(tensors, "recv"));
+  return collective({OpType::RECVANYSOURCE, "recv (any source)", tensors, tensors, first(tensors, "recv"),
+                     std::nullopt},
+                    [&]() -> Issued {
+                      auto host = on_host(tensors);
+                      return {host_->recvAnysource(host, tag), nullptr};
+                    });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::barrier(const c10d::BarrierOptions& opts) {
   // The device in opts (barrier(device_ids=[local_rank])) only chose this
   // backend; the host's barrier needs no tensor.
-  agree(Sig::of(OpType::BARRIER, at::Tensor(), 0, -1));
-  auto work = host_->barrier(opts);
-  return wrap(work, {}, nullptr, OpType::BARRIER, "barrier", at::Tensor());
+  return collective({OpType::BARRIER, "barrier", {}, {}, at::Tensor(), Sig::of(OpType::BARRIER, at::Tensor(), 0, -1)},
+                    [&]() -> Issued { return {host_->barrier(opts), nullptr}; });
 }
 
 // ---- group management ------------------------------------------------------

@@ -110,6 +110,13 @@ class ProcessGroupNeuron : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
  private:
+  struct Call;
+  struct Issued;
+  // The one body of every collective: check the devices, agree, issue on the host
+  // (`on_host() -> Issued`), wrap. Defined and used in ProcessGroupNeuron.cpp.
+  template <typename OnHost>
+  c10::intrusive_ptr<c10d::Work> collective(Call call, OnHost&& on_host);
+
   // Raises on every rank if the ranks are not all running this collective (CollectiveCheck.h).
   // Returns null, or for a collective that starts before every rank posted, the
   // check to run once it completed (it throws on a disagreement).
