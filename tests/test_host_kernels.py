@@ -1,4 +1,4 @@
-"""Elementwise ops that run the host's compute kernels directly on device memory (csrc/HostKernels.cpp):
+"""Elementwise ops that run the host's compute kernels directly on device memory (csrc/aten/native/HostKernels.h):
 same results as CPU bit for bit, CUDA's errors, no trip through the boxed fallback unless dtypes mix."""
 
 import pytest

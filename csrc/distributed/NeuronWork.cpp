@@ -1,6 +1,6 @@
 #include "distributed/NeuronWork.h"
 
-#include "Neuron.h"
+#include "core/Device.h"
 #include "distributed/CollectiveError.h"
 
 #include <algorithm>

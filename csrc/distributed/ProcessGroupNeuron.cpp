@@ -1,6 +1,7 @@
 #include "distributed/ProcessGroupNeuron.h"
 
-#include "Neuron.h"
+#include "core/Device.h"
+#include "core/HostBridge.h"
 #include "distributed/CollectiveCheck.h"
 #include "distributed/HostReduction.h"
 

@@ -119,7 +119,7 @@ def _integer_histc_in_float(gm: torch.fx.GraphModule, node: torch.fx.Node) -> No
     node.replace_all_uses_with(back, delete_user_cb=lambda user: user is not back)
 
 
-# Ops whose neuron kernel (csrc/Ops.cpp) has semantics the host kernel lacks.
+# Ops whose neuron kernel (csrc/aten/native/Histc.cpp) has semantics the host kernel lacks.
 _DEVICE_SEMANTICS = {aten.histc.default: _integer_histc_in_float}
 
 

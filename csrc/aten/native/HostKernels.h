@@ -19,6 +19,10 @@
 // fallback, except Python numbers, which are cast here exactly as the CPU
 // path casts them (not for bf16/fp16, whose CPU kernels read the number at
 // full precision).
+//
+// This header holds the kernel templates; aten/RegisterHostKernels.cpp
+// registers them per op and shares the compute stubs with the device.
+#pragma once
 #if defined(__x86_64__) || defined(_M_X64)
 // libtorch_cpu for x86-64 is built with AVX2 and AVX512 kernel variants; the
 // macros declare those variants' entry points (DispatchStub.h), as in its build.
@@ -29,8 +33,9 @@
 #define HAVE_AVX2_CPU_DEFINITION
 #endif
 
-#include "Fallback.h"
-#include "Neuron.h"
+#include "aten/native/Fallback.h"
+#include "core/Allocator.h"
+#include "core/Device.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/Operators.h>
@@ -63,8 +68,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-namespace neuron {
-namespace {
+namespace neuron::host_kernels {
 
 // The CPU variant ATen itself picks for this machine (DispatchStub.cpp's choice,
 // which honours ATEN_CPU_CAPABILITY).
@@ -83,7 +87,7 @@ void share_with_device(Stub& stub) {
   stub.set_privateuse1_dispatch_ptr(fn);
 }
 
-at::Tensor device_empty(at::IntArrayRef sizes, at::IntArrayRef strides, const at::TensorOptions& options) {
+inline at::Tensor device_empty(at::IntArrayRef sizes, at::IntArrayRef strides, const at::TensorOptions& options) {
   c10::DeviceIndex index = options.device().has_index() ? options.device().index() : current_device();
   std::optional<c10::DeviceGuard> guard;
   if (index != current_device()) guard.emplace(c10::Device(kNeuron, index));
@@ -136,7 +140,7 @@ struct InPlace final : Kernel {
 
 // The CPU kernels need every operand in one dtype (see the top of the file);
 // float64 under TORCHNEURON_FP64=warn|error is the fallback's to police.
-bool one_dtype(const at::TensorIteratorBase& iter) {
+inline bool one_dtype(const at::TensorIteratorBase& iter) {
   auto dtype = iter.dtype(0);
   for (int i = 1; i < iter.ntensors(); ++i)
     if (iter.dtype(i) != dtype) return false;
@@ -145,7 +149,7 @@ bool one_dtype(const at::TensorIteratorBase& iter) {
 
 // A Python number (a CPU "wrapped number") in `like`'s dtype, when the CPU path
 // would compute with exactly that; otherwise undefined.
-at::Tensor number_as(const at::Tensor& number, const at::Tensor& like) {
+inline at::Tensor number_as(const at::Tensor& number, const at::Tensor& like) {
   if (!number.unsafeGetTensorImpl()->is_wrapped_number() || number.scalar_type() == like.scalar_type())
     return {};
   auto dtype = like.scalar_type();
@@ -163,7 +167,7 @@ at::Tensor number_as(const at::Tensor& number, const at::Tensor& like) {
   return cast;
 }
 
-void fallback_on_stack(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+inline void fallback_on_stack(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   neuron::fallback(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
 }
 
@@ -220,66 +224,5 @@ at::Tensor& binary_(at::Tensor& self, const at::Tensor& other, const Rest&... re
   return inplace<Kernel, Op>(self, other, rest...);
 }
 
-using at::Scalar;
-using at::Tensor;
-namespace native = at::native;
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  // Binary ops, with a Python number or a tensor on the other side.
-  m.impl("add.Tensor", TORCH_FN((binary<native::structured_ufunc_add_CPU, ATEN_OP2(add, Tensor), Scalar>)));
-  m.impl("add_.Tensor", TORCH_FN((binary_<native::structured_ufunc_add_CPU, ATEN_OP2(add_, Tensor), Scalar>)));
-  m.impl("sub.Tensor", TORCH_FN((binary<native::structured_sub_out, ATEN_OP2(sub, Tensor), Scalar>)));
-  m.impl("sub_.Tensor", TORCH_FN((binary_<native::structured_sub_out, ATEN_OP2(sub_, Tensor), Scalar>)));
-  m.impl("mul.Tensor", TORCH_FN((binary<native::structured_mul_out, ATEN_OP2(mul, Tensor)>)));
-  m.impl("mul_.Tensor", TORCH_FN((binary_<native::structured_mul_out, ATEN_OP2(mul_, Tensor)>)));
-  m.impl("div.Tensor", TORCH_FN((binary<native::structured_div_out, ATEN_OP2(div, Tensor)>)));
-  m.impl("div_.Tensor", TORCH_FN((binary_<native::structured_div_out, ATEN_OP2(div_, Tensor)>)));
-  m.impl("maximum", TORCH_FN((functional<native::structured_maximum_out, ATEN_OP(maximum), Tensor, Tensor>)));
-  m.impl("minimum", TORCH_FN((functional<native::structured_minimum_out, ATEN_OP(minimum), Tensor, Tensor>)));
-  m.impl("pow.Tensor_Scalar",
-         TORCH_FN((functional<native::structured_pow_Tensor_Scalar_out, ATEN_OP2(pow, Tensor_Scalar), Tensor, Scalar>)));
-  m.impl("pow_.Scalar", TORCH_FN((inplace<native::structured_pow_Tensor_Scalar_out, ATEN_OP2(pow_, Scalar), Scalar>)));
-
-  // Unary ops.
-#define NEURON_UNARY(name)                                                                          \
-  m.impl(#name, TORCH_FN((functional<native::structured_##name##_out, ATEN_OP(name), Tensor>)));   \
-  m.impl(#name "_", TORCH_FN((inplace<native::structured_##name##_out, ATEN_OP(name##_)>)));
-  NEURON_UNARY(neg)
-  NEURON_UNARY(exp)
-  NEURON_UNARY(log)
-  NEURON_UNARY(sqrt)
-  NEURON_UNARY(rsqrt)
-  NEURON_UNARY(reciprocal)
-  NEURON_UNARY(sigmoid)
-  NEURON_UNARY(tanh)
-  NEURON_UNARY(silu)
-#undef NEURON_UNARY
-}
-
-// The compute stubs the kernels above call with device type PrivateUse1.
-const bool g_stubs_shared = [] {
-  share_with_device(native::add_stub);
-  share_with_device(native::mul_stub);
-  share_with_device(native::div_true_stub);
-  share_with_device(native::maximum_stub);
-  share_with_device(native::minimum_stub);
-  share_with_device(native::pow_tensor_scalar_stub);
-  share_with_device(native::neg_stub);
-  share_with_device(native::exp_stub);
-  share_with_device(native::log_stub);
-  share_with_device(native::sqrt_stub);
-  share_with_device(native::rsqrt_stub);
-  share_with_device(native::reciprocal_stub);
-  share_with_device(native::sigmoid_stub);
-  share_with_device(native::tanh_stub);
-  share_with_device(native::silu_stub);
-  // scaled_dot_product_attention asks this stub which kernel to use; sharing the host's
-  // choice gives neuron the CPU's fused flash-attention kernel (through the fallback)
-  // instead of the unfused math path, which is slower and rounds differently from CPU.
-  share_with_device(native::_fused_sdp_choice_stub);
-  return true;
-}();
-
-} // namespace
-} // namespace neuron
+} // namespace neuron::host_kernels
 #endif

@@ -6,10 +6,12 @@
 // with the neuron device, that forwards seed/state/offset to its engine. The
 // fallback hands the engine to host kernels. The neuron stream of numbers is
 // therefore the CPU stream for the same seed: results match CPU bit for bit.
-#include "Neuron.h"
+#include "core/Generator.h"
+#include "core/Device.h"
 #include "runtime/Runtime.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/GeneratorImpl.h>
 
 #include <deque>

@@ -1,35 +1,13 @@
 // PrivateUse1 hooks: what ATen asks of an accelerator (availability, device
 // count, generators, pinned memory, storage resize).
-#include "Neuron.h"
+#include "core/Allocator.h"
+#include "core/Device.h"
+#include "core/Generator.h"
 #include "runtime/Runtime.h"
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 
-#include <cstring>
-
 namespace neuron {
-
-void resize_bytes(c10::StorageImpl* storage, size_t nbytes) {
-  TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
-  size_t old = storage->nbytes();
-  if (nbytes == old) return;
-  c10::DeviceIndex device = storage->device().has_index() ? storage->device().index() : current_device();
-  c10::DataPtr fresh;
-  {
-    c10::DeviceIndex prev = current_device();
-    set_current_device(device);
-    try {
-      fresh = device_allocator()->allocate(nbytes);
-    } catch (...) {
-      set_current_device(prev);
-      throw;
-    }
-    set_current_device(prev);
-  }
-  if (old && nbytes && storage->data()) rt::copy(fresh.get(), storage->data(), std::min(old, nbytes));
-  storage->set_data_ptr_noswap(std::move(fresh));
-  storage->set_nbytes(nbytes);
-}
 
 namespace {
 

@@ -4,7 +4,7 @@
 // always idle and an event is complete as soon as it is recorded. Streams and
 // events still exist and behave per the CUDA contract (ids, current stream per
 // device, event timing), because FSDP2, autograd and DataLoader use them.
-#include "Neuron.h"
+#include "core/Device.h"
 #include "runtime/Runtime.h"
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>

@@ -7,7 +7,9 @@
 // so the memory outlives the alias. In the other direction, a host kernel's
 // fresh output is adopted: the device storage's DataPtr keeps the host
 // storage alive and the bytes are counted against the core's HBM budget.
-#include "Neuron.h"
+#include "core/HostBridge.h"
+#include "core/Allocator.h"
+#include "core/Device.h"
 #include "runtime/Runtime.h"
 
 #include <c10/core/CPUAllocator.h>

@@ -1,16 +1,17 @@
 // The boxed fallback: any ATen op without a dedicated neuron kernel runs on
 // its host (CPU) kernel, zero-copy.
 //
-// Arguments are swapped for CPU aliases of the same memory (Bridge.cpp), the
+// Arguments are swapped for CPU aliases of the same memory (core/HostBridge.cpp), the
 // op is redispatched to the CPU kernel, and results come back as neuron
 // tensors: in-place and out= results are the caller's own tensors, views are
 // re-wrapped on the device storage they alias, fresh outputs are adopted.
-#include "Fallback.h"
-#include "Neuron.h"
+#include "aten/native/Fallback.h"
+#include "core/Device.h"
+#include "core/Generator.h"
+#include "core/HostBridge.h"
 #include "runtime/Runtime.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <torch/library.h>
 
 #include <atomic>
 #include <mutex>
@@ -274,35 +275,6 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::ji
   neuron_fallback(op, keys, stack);
 }
 
-// Structured ATen ops (those with a functional/in-place/out= family) have a
-// CompositeExplicitAutogradNonFunctional kernel that serves any backend lacking
-// its own: it allocates the result (or a proxy for in-place ops), calls the
-// out= variant, and copies back into `self` for in-place ops. On neuron that
-// would be empty + out= through the fallback + an extra copy; the fallback can
-// run the host's functional or in-place kernel directly instead. Called once
-// from Python, after every static registration of the core.
-int64_t route_structured_ops_to_fallback() {
-  static std::unique_ptr<torch::Library> lib;
-  if (lib) return 0;
-  lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
-                                         __LINE__);
-  auto& dispatcher = c10::Dispatcher::singleton();
-  int64_t routed = 0;
-  for (const auto& name : dispatcher.getAllOpNames()) {
-    if (name.name.rfind("aten::", 0) != 0) continue;
-    auto op = dispatcher.findOp(name);
-    if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
-        op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
-        !op->hasKernelForDispatchKey(c10::DispatchKey::CPU))
-      continue;
-    std::string qualified = name.name.substr(6);
-    if (!name.overload_name.empty()) qualified += "." + name.overload_name;
-    lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
-    ++routed;
-  }
-  return routed;
-}
-
 void set_fp64_mode(int mode) { g_fp64_mode.store(mode); }
 int fp64_mode() { return g_fp64_mode.load(std::memory_order_relaxed); }
 
@@ -317,10 +289,6 @@ std::vector<std::pair<std::string, int64_t>> fallback_counts() {
 void reset_fallback_counts() {
   std::lock_guard<std::mutex> g(g_ops_mu);
   for (auto& [k, v] : registry()) v->calls.store(0);
-}
-
-TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
 }
 
 } // namespace neuron

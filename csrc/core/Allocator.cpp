@@ -1,12 +1,14 @@
 // Device allocator (HBM of the current core, via the runtime seam) and the
 // pinned host allocator that DataLoader(pin_memory=True) needs.
-#include "Neuron.h"
+#include "core/Allocator.h"
+#include "core/Device.h"
 #include "runtime/Runtime.h"
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 
+#include <algorithm>
 #include <mutex>
 #include <unordered_set>
 
@@ -105,6 +107,30 @@ bool is_pinned(const void* ptr) {
   auto& r = pinned_registry();
   std::lock_guard<std::mutex> g(r.mu);
   return r.ptrs.count(ptr) > 0;
+}
+
+// A fresh allocation on the storage's own core, then a copy of what fits: device memory does not
+// grow in place.
+void resize_bytes(c10::StorageImpl* storage, size_t nbytes) {
+  TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
+  size_t old = storage->nbytes();
+  if (nbytes == old) return;
+  c10::DeviceIndex device = storage->device().has_index() ? storage->device().index() : current_device();
+  c10::DataPtr fresh;
+  {
+    c10::DeviceIndex prev = current_device();
+    set_current_device(device);
+    try {
+      fresh = device_allocator()->allocate(nbytes);
+    } catch (...) {
+      set_current_device(prev);
+      throw;
+    }
+    set_current_device(prev);
+  }
+  if (old && nbytes && storage->data()) rt::copy(fresh.get(), storage->data(), std::min(old, nbytes));
+  storage->set_data_ptr_noswap(std::move(fresh));
+  storage->set_nbytes(nbytes);
 }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_device_allocator);

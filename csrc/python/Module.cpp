@@ -1,6 +1,7 @@
 // Python bindings of the C++ core: torch_neuronx._C.
-#include "Fallback.h"
-#include "Neuron.h"
+#include "aten/native/Fallback.h"
+#include "core/Device.h"
+#include "core/Generator.h"
 #include "runtime/Runtime.h"
 
 #include <torch/extension.h>

@@ -1,0 +1,53 @@
+// Registration of the dedicated neuron kernels (aten/native/Native.h) and of
+// ATen's generic view kernels for the PrivateUse1 ("neuron") dispatch key.
+// View ops must be native: a fallback cannot produce views of device storage.
+#include "aten/native/Native.h"
+
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
+#include <ATen/ops/view_native.h>
+#include <torch/library.h>
+
+namespace neuron {
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", native::empty_memory_format);
+  m.impl("empty_strided", native::empty_strided);
+  m.impl("as_strided", at::native::as_strided_tensorimpl);
+  m.impl("view", at::native::view);
+  m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("unfold", at::native::unfold);
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
+  m.impl("resize_", native::resize_);
+  m.impl("set_.source_Storage", native::set_source_storage);
+  m.impl("set_.source_Storage_storage_offset", native::set_storage);
+  m.impl("set_.source_Tensor", native::set_source_tensor);
+  m.impl("set_", native::set_empty);
+  m.impl("_copy_from", native::copy_from);
+  m.impl("_copy_from_and_resize", native::copy_from_and_resize);
+  m.impl("_local_scalar_dense", native::local_scalar_dense);
+  m.impl("record_stream", native::record_stream);
+  m.impl("_has_compatible_shallow_copy_type", native::has_compatible_shallow_copy_type);
+  m.impl("histc", native::histc_any_dtype);
+  m.impl("histc.out", native::histc_out);
+  m.impl("convolution_overrideable", native::convolution);
+  m.impl("convolution_backward_overrideable", native::convolution_backward);
+}
+
+// Copies handle conjugate/negative views themselves (the host copy_ resolves
+// the bits). Without these fallthroughs the conj/neg fallback would
+// materialise the view with clone -> copy_ -> _copy_from -> itself, forever.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+} // namespace neuron

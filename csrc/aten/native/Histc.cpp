@@ -1,0 +1,27 @@
+// histc of integer tensors: CUDA has it (Transformers' MoE routing counts
+// tokens per expert with histc on int32 on every device but CPU/MPS); the
+// host kernel has floating types only. Count in float, return the input dtype.
+// (compile/host_graph.py puts the same semantics into compiled graphs.)
+#include "aten/native/Native.h"
+#include "core/HostBridge.h"
+
+#include <ATen/ATen.h>
+
+namespace neuron::native {
+
+at::Tensor histc_any_dtype(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max) {
+  at::Tensor h = as_host(self);
+  bool integral = c10::isIntegralType(self.scalar_type(), /*includeBool=*/true);
+  at::Tensor out = at::histc(integral ? h.to(at::kFloat) : h, bins, min, max);
+  return from_host(integral ? out.to(self.scalar_type()) : out, self.device().index());
+}
+
+at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max,
+                      at::Tensor& out) {
+  at::Tensor r = histc_any_dtype(self, bins, min, max);
+  if (out.sizes() != r.sizes()) resize_(out, r.sizes(), std::nullopt);
+  copy_from(r, out, false);
+  return out;
+}
+
+} // namespace neuron::native

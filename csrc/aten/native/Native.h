@@ -1,0 +1,59 @@
+// The dedicated neuron kernels: ops the boxed fallback cannot serve.
+//
+// Factories (memory must come from the device allocator), storage surgery
+// (resize_, set_: views of the fallback's host aliases would not share the
+// device storage), copies between devices, and the few ops whose neuron
+// semantics differ from the host kernel's. Registered in aten/RegisterNeuron.cpp;
+// views are ATen's own generic kernels, registered there too.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Storage.h>
+#include <c10/core/Stream.h>
+
+#include <array>
+#include <optional>
+#include <tuple>
+
+namespace neuron::native {
+
+// Empty.cpp
+at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> layout, std::optional<at::Device> device,
+                               std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format);
+at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+                         std::optional<at::Layout> layout, std::optional<at::Device> device,
+                         std::optional<bool> pin_memory);
+
+// Storage.cpp
+const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size, std::optional<at::MemoryFormat> memory_format);
+at::Tensor& set_storage(at::Tensor& self, at::Storage source, int64_t offset, at::IntArrayRef size,
+                        at::IntArrayRef stride);
+at::Tensor& set_source_storage(at::Tensor& self, at::Storage source);
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& src);
+at::Tensor& set_empty(at::Tensor& self);
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from);
+void record_stream(at::Tensor& self, c10::Stream stream);
+
+// Copy.cpp
+at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking);
+at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst);
+at::Scalar local_scalar_dense(const at::Tensor& self);
+// The host view of a tensor of either device: a host alias of a neuron tensor, a CPU tensor as is.
+at::Tensor as_host(const at::Tensor& t);
+
+// Histc.cpp
+at::Tensor histc_any_dtype(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max);
+at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max,
+                      at::Tensor& out);
+
+// Convolution.cpp
+at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                       at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                       at::IntArrayRef output_padding, int64_t groups);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding,
+    int64_t groups, std::array<bool, 3> output_mask);
+
+} // namespace neuron::native

@@ -1,0 +1,20 @@
+// Device memory (HBM of a NeuronCore, through the runtime seam) and pinned host memory.
+#pragma once
+
+#include <c10/core/Allocator.h>
+#include <c10/core/StorageImpl.h>
+
+#include <cstddef>
+
+namespace neuron {
+
+// Allocates on the calling thread's current device.
+c10::Allocator* device_allocator();
+// Host memory for DataLoader(pin_memory=True); is_pinned answers for it.
+c10::Allocator* pinned_allocator();
+bool is_pinned(const void* ptr);
+
+// Resize a device storage in place (FSDP2's untyped_storage().resize_(), resize_ of tensors).
+void resize_bytes(c10::StorageImpl* storage, size_t nbytes);
+
+} // namespace neuron

@@ -1,0 +1,23 @@
+// The bridge between device tensors and host (CPU) tensors.
+//
+// The emulator keeps device memory in host RAM, so a CPU tensor can alias it:
+// its own CPU StorageImpl over the same bytes, holding a reference to the
+// device storage. A host kernel's fresh output becomes device memory the other
+// way round, by adoption (no copy; counted against the core's HBM budget).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Storage.h>
+
+namespace neuron {
+
+// A CPU tensor over the same bytes as `device_tensor` (sizes, strides, offset, conj/neg bits).
+at::Tensor host_alias(const at::Tensor& device_tensor);
+// Turn a CPU storage produced by a host kernel into device storage without a copy.
+c10::Storage adopt_storage(const c10::Storage& host_storage, c10::DeviceIndex device);
+// A device tensor with `like`'s metadata over `storage`.
+at::Tensor wrap_on_storage(const at::Tensor& like, const c10::Storage& storage);
+// A fresh host tensor (not aliasing device memory) as a device tensor, zero-copy.
+at::Tensor from_host(const at::Tensor& host, c10::DeviceIndex device);
+
+} // namespace neuron
