@@ -53,7 +53,7 @@ def parse(argv=None):
     return parser.parse_args_into_dataclasses(args=argv)
 
 
-def train(script: ScriptArguments, config):
+def train(script: ScriptArguments, config, callbacks=None, resume_from_checkpoint=None):
     from transformers import AutoTokenizer
     from trl import SFTTrainer
 
@@ -69,7 +69,7 @@ def train(script: ScriptArguments, config):
         # every visible core (an instance has 2-128), as it spreads it over the GPUs of a multi-GPU host, and
         # TRL 1.16's loss then mixes devices. Same effect: NEURON_RT_VISIBLE_CORES=0 (like CUDA_VISIBLE_DEVICES=0).
         config.model_init_kwargs = {"device_map": str(config.device)}
-    trainer = SFTTrainer(model=path, args=config, train_dataset=dataset, processing_class=tokenizer)
+    trainer = SFTTrainer(model=path, args=config, train_dataset=dataset, processing_class=tokenizer, callbacks=callbacks)
 
     shapes = []  # what the model actually sees: device, shape, and a checksum of the tokens
 
@@ -78,7 +78,7 @@ def train(script: ScriptArguments, config):
         shapes.append((str(ids.device), list(ids.shape), int(ids.sum())))
 
     trainer.model.register_forward_pre_hook(record, with_kwargs=True)
-    out = trainer.train()
+    out = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     result = dict(device=str(config.device), bf16=config.bf16, losses=losses, train_loss=out.training_loss,
                   shapes=shapes, pad_to_multiple_of=config.pad_to_multiple_of, torch_compile=config.torch_compile,

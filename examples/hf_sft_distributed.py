@@ -14,7 +14,7 @@ The TRL/Transformers details this relies on (TRL 1.16, Transformers 5.23):
     tp_size > 1: model_init_kwargs={"device_map": None, "distributed_config": {...}} (also from the TRL CLI as
     --model_init_kwargs '{"device_map": null, "distributed_config": {"tp_size": 2, "fsdp_size": 2}}').
   * A model distributed by from_pretrained cannot checkpoint its optimizer state through the Trainer:
-    save_only_model=True or save_strategy="no".
+    save_only_model=True or save_strategy="no" (to resume such a run: hf_sft_fault_tolerant.py).
 """
 
 from __future__ import annotations

@@ -115,6 +115,8 @@ def load(state: dict, root: str | os.PathLike, *, storage_reader=None) -> int | 
 def verify(path: str | os.PathLike) -> str | None:
     """Why the committed checkpoint at `path` cannot be loaded, or None if its files match its manifest."""
     path = os.fspath(path)
+    if not os.path.isdir(path):
+        return "it was never written"
     try:
         with open(os.path.join(path, MANIFEST)) as f:
             manifest = json.load(f)
