@@ -26,6 +26,7 @@ def register() -> None:
     _run_backward_on_caller_thread()
     _register_compile_backend()
     _register_distributed_backend()
+    _install_integrations()
     _done = True
 
 
@@ -51,6 +52,12 @@ def _register_compile_backend() -> None:
     except ImportError:
         return
     register_compile()
+
+
+def _install_integrations() -> None:
+    """Shims where PyTorch offers a hook but no fix yet (torch_neuronx/integrations/)."""
+    from .integrations import optim_foreach
+    optim_foreach.install()
 
 
 def _register_distributed_backend() -> None:
