@@ -7,7 +7,6 @@
   compile_counters.py  graphs / recompiles / graph breaks around a compiled step
   report.py            verdicts, `compatible: N/M (P%)`, JSON and Markdown
   faults.py            test hook: inject a real failure into one architecture's worker
-  preview_fixes.py     opt-in stand-ins for reported plugin bugs (what fails behind them?)
   cli.py               `torchneuron compat`
 """
 

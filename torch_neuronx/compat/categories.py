@@ -73,7 +73,7 @@ def classify(exc: BaseException) -> str:
         return COMPILE
     if "expected all tensors to be on the same device" in low:
         return DEVICE
-    if _names_a_dtype_gap(low):
+    if any(k in low for k in _DTYPE_PHRASES):
         return DTYPE
     if isinstance(exc, NotImplementedError):
         return MISSING_OP
@@ -83,21 +83,3 @@ def classify(exc: BaseException) -> str:
 # Phrases of a dtype gap (a kernel or rule refusing a dtype), not every message that prints a dtype.
 _DTYPE_PHRASES = ("scalar type", "float64", "double", "bfloat16", "fp64", "dtype mismatch", "mismatched dtype",
                   "unsupported dtype", "not supported for dtype", "expected dtype", "same dtype")
-
-
-def _names_a_dtype_gap(low: str) -> bool:
-    return any(k in low for k in _DTYPE_PHRASES)
-
-
-def refine(category: str | None, error: str) -> str | None:
-    """A category recorded as "compile error" whose message names a missing kernel is a missing op.
-
-    Inductor re-raises a kernel's NotImplementedError as RuntimeError("... not
-    implemented for 'torch.int32'"); the report sorts it with the eager gap.
-    """
-    if category == COMPILE and "not implemented for" in (error or ""):
-        return MISSING_OP
-    if category == DTYPE and not _names_a_dtype_gap((error or "").lower()):
-        # recorded by an older, looser rule (any message that printed "dtype=")
-        return COMPILE if (error or "").startswith("BackendCompilerFailed") else ERROR
-    return category

@@ -1,9 +1,9 @@
 """Graphs compiled, recompiles and graph breaks, read around one compiled step.
 
-The numbers come from `torch_neuronx.compile_stats()` (the neuron compile
-backend's own account). Until that backend is installed, TorchDynamo's
-counters give the same three numbers for whatever backend ran. A step's
-numbers are the difference of two snapshots, so steps do not add up.
+The numbers come from `torch_neuronx.compile_stats()`: the neuron compile
+backend's own account, which the CPU reference backend
+(compile/cpu_reference.py) keeps too. A step's numbers are the difference of
+two snapshots, so steps do not add up.
 """
 
 from __future__ import annotations
@@ -28,63 +28,21 @@ class CompileCounts:
                              self.recompile_reasons[len(before.recompile_reasons):])
 
 
-def _describe(entry) -> str:
-    """One line for a graph-break / recompile entry (a dict with a reason, or a string)."""
-    if isinstance(entry, dict):
-        reason = str(entry.get("reason", entry)).strip().splitlines()
-        where = entry.get("location") or entry.get("function") or ""
-        return (reason[0] if reason else "") + (f" at {where}" if where else "")
-    return str(entry).strip().splitlines()[0] if str(entry).strip() else ""
-
-
-def _pick(stats: dict, *words: str) -> int:
-    """The first integer entry whose key contains all `words` (the stats dict's key names may evolve)."""
-    for key, value in stats.items():
-        k = key.lower().replace("_", " ")
-        if all(w in k for w in words) and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return int(value)
-    return 0
-
-
-def _reasons(stats: dict) -> list[str]:
-    for key, value in stats.items():
-        if "reason" in key.lower() and isinstance(value, (list, tuple)):
-            return [str(v) for v in value]
-        if "reason" in key.lower() and isinstance(value, dict):
-            return [f"{k} (x{v})" if isinstance(v, int) else str(k) for k, v in value.items()]
-    return []
+def _describe(entry: dict) -> str:
+    """One line for a graph-break entry (reason, location) or a recompile entry (reason, function)."""
+    reason = str(entry["reason"]).strip().splitlines()
+    where = entry.get("location") or entry.get("function") or ""
+    return (reason[0] if reason else "") + (f" at {where}" if where else "")
 
 
 def snapshot() -> CompileCounts:
-    """The process's compile counts now."""
-    try:
-        import torch_neuronx
-        stats = torch_neuronx.compile_stats()
-    except (ImportError, AttributeError):
-        stats = None
-    if isinstance(stats, dict) and "graphs_compiled" in stats:
-        # torch_neuronx.compile.stats: recompiles and graph_breaks are lists of entries
-        breaks = list(stats.get("graph_breaks") or [])
-        recompiles = list(stats.get("recompiles") or [])
-        return CompileCounts(graphs=int(stats["graphs_compiled"]), recompiles=len(recompiles),
-                             graph_breaks=len(breaks),
-                             break_reasons=[_describe(b) for b in breaks],
-                             recompile_reasons=[_describe(r) for r in recompiles])
-    if isinstance(stats, dict):
-        breaks = _pick(stats, "break")
-        return CompileCounts(graphs=_pick(stats, "graph", "compiled") or _pick(stats, "graphs"),
-                             recompiles=_pick(stats, "recompile"), graph_breaks=breaks, break_reasons=_reasons(stats))
-    return _dynamo_snapshot()
-
-
-def _dynamo_snapshot() -> CompileCounts:
-    from torch._dynamo.utils import counters
-    # torch 2.13 files graph breaks under "unimplemented" (older: "graph_break")
-    breaks = dict(counters.get("graph_break", {})) or dict(counters.get("unimplemented", {}))
-    reasons = [f"{str(r).splitlines()[0]} (x{n})" for r, n in breaks.items()]
-    return CompileCounts(graphs=int(counters.get("stats", {}).get("unique_graphs", 0)),
-                         recompiles=int(sum(counters.get("recompiles", {}).values())),
-                         graph_breaks=int(sum(breaks.values())), break_reasons=reasons)
+    """The process's compile counts now (torch_neuronx.compile_stats(): recompiles and graph breaks are lists)."""
+    import torch_neuronx
+    stats = torch_neuronx.compile_stats()
+    breaks, recompiles = stats["graph_breaks"], stats["recompiles"]
+    return CompileCounts(graphs=stats["graphs_compiled"], recompiles=len(recompiles), graph_breaks=len(breaks),
+                         break_reasons=[_describe(b) for b in breaks],
+                         recompile_reasons=[_describe(r) for r in recompiles])
 
 
 @contextlib.contextmanager

@@ -108,7 +108,7 @@ def failures(results: dict[str, dict]) -> dict[str, list[tuple[str, str, str]]]:
         for step in STEPS:
             s = r["steps"].get(step)
             if s and s.get("status") == "fail" and not (step in COMPILED_STEPS and fails_compiled_on_cpu_too(r)):
-                cat = categories.refine(s.get("category"), s.get("error", "")) or categories.ERROR
+                cat = s.get("category") or categories.ERROR
                 out.setdefault(cat, []).append((arch, step, s.get("error", "")))
     return out
 
@@ -155,7 +155,7 @@ def _cell(step: dict | None) -> str:
         return "not run"
     status = step.get("status")
     if status == "fail":
-        category = categories.refine(step.get('category'), step.get('error', '')) or categories.ERROR
+        category = step.get("category") or categories.ERROR
         return f"**FAIL** ({category}{', CPU too' if step.get('cpu_too') else ''})"
     return status
 
@@ -169,11 +169,6 @@ def to_markdown(results: dict[str, dict], date: str | None = None, vers: dict | 
     vers = vers or versions()
     mode_list = modes_run(results)
     lines = [f"Run on {date} with " + ", ".join(f"{k} {v}" for k, v in vers.items()) + ".", ""]
-    previewed = sorted({f for r in results.values() for f in r.get("preview_fixes", [])})
-    if previewed:
-        lines += [f"**Preview run**: stand-ins for unfixed plugin bugs were applied ({', '.join(previewed)}; "
-                  "TORCHNEURON_COMPAT_PREVIEW_FIXES=1): these numbers are what the matrix will show once they "
-                  "are fixed, not the state of the plugin.", ""]
     lines += ["```"] + [summarize(results, m).line() for m in mode_list] + ["```", ""]
 
     steps = [s for m in mode_list for s in MODE_STEPS[m]]

@@ -452,9 +452,6 @@ def run(arch: str, mode: str, out: str) -> int:
     import torch  # noqa: F401 - loads torch_neuronx (autoload)
     import transformers
     transformers.logging.set_verbosity_error()
-    from . import preview_fixes
-    if preview_fixes.enabled():
-        result.data["preview_fixes"] = preview_fixes.apply()
     from .categories import CPU_FAILS, NEEDS_PACKAGE, classify, first_line
     try:
         ref = CpuReference(arch, result, want_generate=any(s.startswith("generate") for s in steps))
