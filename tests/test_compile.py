@@ -205,6 +205,42 @@ def test_tensor_constants_made_in_the_traced_code_match_eager():
     assert out.device.type == "neuron" and torch.equal(out.cpu(), f(x))
 
 
+def test_tensor_constant_given_to_an_aten_kernel_compiles_and_loads_from_the_cache():
+    """An index list built in Python (QwenImage-2.1's token positions), too long to inline in the kernels:
+    Inductor keeps it as a tensor constant and passes it to ATen's index kernel. It is copied to the
+    device outside the compiler's fake mode, and a cache hit unpickles it as a real tensor (a fake one
+    was read as a null pointer)."""
+    def f(x, idx):
+        return x[torch.tensor(idx, device=x.device)] * 2
+
+    x = torch.randn(24, 4)
+    idx = [i for i in range(24) if i % 3]
+    for attempt in ("built", "from the cache"):
+        torch._dynamo.reset()
+        out = torch.compile(f, backend="neuron")(x.to("neuron"), idx)
+        assert torch.equal(out.cpu(), f(x, idx)), attempt
+    assert stats()["cache_hits"] >= 1
+
+
+def test_host_tensor_attribute_moved_to_the_device_in_forward_reaches_aten_kernels_on_the_device():
+    """A rotary table kept as a plain attribute (QwenImage's `pos_freqs`) stays on the CPU in `.to("neuron")`
+    and is moved in forward; its complex multiply is an ATen call in the compiled graph, which must see
+    it on the device, as eager does."""
+    class Rope(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.freqs = torch.polar(torch.ones(8, 4), torch.randn(8, 4, generator=torch.Generator().manual_seed(0)))
+
+        def forward(self, x):
+            rotated = torch.view_as_complex(x.reshape(8, 4, 2)) * self.freqs.to(x.device)
+            return torch.view_as_real(rotated).flatten(1)
+
+    model, x = Rope(), torch.randn(8, 8)
+    out = torch.compile(model.to("neuron"), backend="neuron")(x.to("neuron"))
+    assert out.device.type == "neuron" and torch.allclose(out.cpu(), model(x), atol=1e-6)
+    assert model.freqs.device.type == "cpu"  # the caller's tensor is left where it was
+
+
 # ------------------------------------------------------------------ static shapes, recompiles
 
 def test_new_shape_compiles_exactly_one_more_graph_and_padding_to_128_compiles_none(caplog):

@@ -79,8 +79,10 @@ def device_callable(compiled: Any, device_index: int) -> Callable[[list[Any]], S
     # tensors again for the device code (extern kernels see them next to device buffers).
     constants = {**(getattr(compiled, "constants", None) or {}),
                  **(getattr(compiled, "opaque_value_type_classes", None) or {})}
-    attrs = {name: value.to(device) if isinstance(value, torch.Tensor) and value.device.type == "cpu" else value
-             for name, value in constants.items()}
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    with unset_fake_temporarily():  # real copies: the compiler calls this inside its fake-tensor mode
+        attrs = {name: value.to(device) if isinstance(value, torch.Tensor) and value.device.type == "cpu" else value
+                 for name, value in constants.items()}
     module = PyCodeCache.load_by_key_path(key, path, compiled.cache_linemap, attrs)
     holder = _DeviceModule(module.call, getattr(compiled, "_defers_input_alignment", False))
     # Inputs Inductor assumed aligned but that are not, and that the graph mutates, need the same
@@ -102,6 +104,9 @@ class NeuronGraph(OutputCode):
 
     def __call__(self, args: list[Any]) -> list[Any]:
         plan = self.plan
+        for i in plan.inputs_to_device:
+            if isinstance(args[i], torch.Tensor) and args[i].device.type == "cpu":
+                args[i] = args[i].to(torch.device("neuron", plan.device_index))
         if torch.neuron.current_device() != plan.device_index:
             with torch.neuron.device(plan.device_index):
                 outputs = self._call(args)

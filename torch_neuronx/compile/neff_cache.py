@@ -401,7 +401,9 @@ def _load(store: Store, key: str, example_inputs: Sequence[Any], graph_kwargs: d
     payload = _decode(data, key, store.key)
     from torch._inductor.output_code import CompiledFxGraphConstants
     try:
-        compiled = pickle.loads(payload["graph"])
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+        with unset_fake_temporarily():  # tensor constants unpickled inside the compiler's fake mode would be fakes
+            compiled = pickle.loads(payload["graph"])
         _install_loaded_files(compiled, payload["kernels"])
         constants = CompiledFxGraphConstants()
         compiled.after_deserialization(constants)
