@@ -43,10 +43,60 @@ def run(tmp_path_factory):
     env = dict(os.environ, TORCHNEURON_COMPAT_FAULT=",".join(f"{a}:{f}" for a, (f, _) in FAULTS.items()))
     cmd = [sys.executable, "-m", "torch_neuronx.cli", "compat", "--mode", "eager", "--jobs", "2",
            "--timeout", str(TIMEOUT), "--out", str(out), "--arch", *SAMPLE, *FAULTS]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+    proc = run_in_terminal(cmd, env=env, cwd=ROOT, timeout=900)
     with open(out / "compat.json") as f:
         doc = json.load(f)
     return proc, doc, (out / "compat.md").read_text()
+
+
+def run_in_terminal(cmd: list[str], env: dict, cwd: str, timeout: float) -> subprocess.CompletedProcess:
+    """Run `cmd` with a pseudo-terminal as stdout and stderr, as a user at a shell does (the live progress
+    display draws only there); stdout is what the terminal showed, escape sequences removed."""
+    import pty
+    import select
+    import time
+    main_fd, child_fd = pty.openpty()
+    proc = subprocess.Popen(cmd, stdout=child_fd, stderr=child_fd, stdin=subprocess.DEVNULL,
+                            env=dict(env, COLUMNS="200", TERM="xterm"), cwd=cwd)
+    os.close(child_fd)
+    chunks, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([main_fd], [], [], 1.0)
+        if ready:
+            try:
+                data = os.read(main_fd, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif proc.poll() is not None:
+            break
+    else:
+        proc.kill()
+    os.close(main_fd)
+    code = proc.wait(timeout=60)
+    text = b"".join(chunks).decode(errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+    return subprocess.CompletedProcess(cmd, code, re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text), "")
+
+
+def test_progress_shows_the_running_architectures_elapsed_time_and_an_estimate(run):
+    proc, _, _ = run
+    total = len(SAMPLE) + len(FAULTS)
+    frames = [ln for ln in proc.stdout.splitlines() if "architectures" in ln and f"/{total} " in ln]
+    assert any("running: " in ln and "estimating" in ln for ln in frames), frames[:3]
+    assert any(re.search(rf"\b([1-9]|1[0-9])/{total} .*\d+:\d\d:\d\d ~\d+:\d\d:\d\d left", ln) for ln in frames), \
+        frames[-3:]
+    assert re.search(r"running: \w+ \(\d+:\d\d\)", " ".join(frames))
+    assert any(re.match(r"^\w+\s+\d+\.\ds  eager ", ln) for ln in proc.stdout.splitlines())  # a line per arch
+
+
+def test_report_has_a_chart_of_outcomes(run):
+    _, doc, md = run
+    assert f"```mermaid\npie showData title eager: {len(SAMPLE) + len(FAULTS)} architectures" in md
+    n_pass = doc["summary"]["eager"]["compatible"]
+    assert f'"compatible" : {n_pass}' in md and '"fails on CPU too (not counted)" : 1' in md
+    assert '"timeout" : 1' in md and '"missing op" : 1' in md
 
 
 @pytest.mark.parametrize("arch", [pytest.param(a, marks=pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[a]))
@@ -248,3 +298,57 @@ def test_list_and_unknown_architecture():
     r = subprocess.run([sys.executable, "-m", "torch_neuronx.cli", "compat", "--arch", "no_such_model"],
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 2 and "no_such_model" in r.stdout
+
+
+# --- a run that cannot work says so ------------------------------------------------------------------------
+
+def _package_copy(dest, built: bool):
+    """A copy of the torch_neuronx package: as a wheel installs it (with its built extension), or as a source
+    checkout whose extension is not usable (an empty `_C*.so`, as a build killed while linking leaves it).
+
+    An empty library rather than none: this test venv has an editable install, whose import finder would
+    supply the missing extension of a copy without one; a non-editable install (the user's case) has no
+    such finder, so there a checkout without the extension fails to import exactly as this one does.
+    """
+    import shutil
+    import torch_neuronx
+    shutil.copytree(os.path.dirname(torch_neuronx.__file__), dest / "torch_neuronx",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    if not built:
+        for lib in (dest / "torch_neuronx").glob("_C*.so"):
+            lib.write_bytes(b"")
+    return dest
+
+
+def test_run_from_a_source_checkout_over_a_non_editable_install_works(tmp_path):
+    """The user's case: torch-neuronx installed as a wheel, `torchneuron compat` started inside a source
+    checkout whose torch_neuronx/ (no built extension) would shadow it in `python -m` workers."""
+    site = _package_copy(tmp_path / "site-packages", built=True)
+    checkout = _package_copy(tmp_path / "checkout", built=False)
+    script = tmp_path / "bin" / "torchneuron"  # what pip's console-script wrapper does
+    script.parent.mkdir()
+    script.write_text("import sys\nfrom torch_neuronx.cli import main\nsys.exit(main())\n")
+    env = dict(os.environ, PYTHONPATH=str(site))
+    out = tmp_path / "report"
+    r = subprocess.run([sys.executable, str(script), "compat", "--arch", "llama", "--mode", "eager", "--out", str(out)],
+                       capture_output=True, text=True, env=env, cwd=checkout, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "compatible: 1/1 (100.0%)" in r.stdout
+    assert json.loads((out / "compat.json").read_text())["results"]["llama"]["cpu"]["status"] == "pass"
+
+
+def test_worker_that_cannot_start_is_an_environment_error_with_the_fix(tmp_path, monkeypatch, capsys):
+    """Workers that die before their first check (here: a torch_neuronx copy with an unusable extension on
+    the workers' PYTHONPATH) stop the run with the cause and the fix and exit code 3, instead of a report that
+    counts every architecture as failing on CPU ("compatible: 0/0")."""
+    from torch_neuronx import cli
+    shadow = _package_copy(tmp_path / "shadow", built=False)
+    monkeypatch.setenv("PYTHONPATH", str(shadow))  # seen by the workers only: this process has imported the plugin
+    out = tmp_path / "report"
+    code = cli.main(["compat", "--arch", "llama", "gpt2", "--mode", "eager", "--jobs", "2", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code == 3, text
+    assert "environment error: the compat worker could not start" in text
+    assert "torch_neuronx.compat.worker" in text  # the command that failed, and its last log line
+    assert f"imports torch_neuronx from {shadow / 'torch_neuronx'}" in text and "PYTHONPATH" in text
+    assert "compatible:" not in text and not (out / "compat.json").exists()

@@ -7,15 +7,22 @@ import os
 
 from .runner import DEFAULT_TIMEOUT
 
+ENVIRONMENT_ERROR = 3  # exit code: no worker could start (1: failures on neuron, 2: bad arguments)
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
-        "compat", help="compatibility matrix of Transformers causal-LM architectures (eager and compiled)",
+        "compat", help="compatibility matrix of Transformers causal-LM architectures or Diffusers pipelines",
         description="Build a tiny random model of every causal-LM architecture in Transformers, run forward, "
                     "backward and greedy generate() on CPU and on neuron (eager and torch.compile), and write "
-                    "OUT/compat.json and OUT/compat.md. Exit code 1 if an architecture that passes on CPU fails "
-                    "on neuron.")
-    p.add_argument("--arch", nargs="+", metavar="NAME", help="model_type(s) to run (default: all of them)")
+                    "OUT/compat.json and OUT/compat.md. With --suite diffusers: build every Diffusers pipeline "
+                    "class from tiny components and compare its output on neuron (eager, and with its denoiser "
+                    "compiled) with CPU's. Exit code 1 if an item that passes on CPU fails on neuron, 3 if the "
+                    "workers cannot start in this environment.")
+    p.add_argument("--suite", choices=("transformers", "diffusers"), default="transformers",
+                   help="causal-LM architectures (default) or Diffusers pipelines")
+    p.add_argument("--arch", nargs="+", metavar="NAME",
+                   help="model_type(s), or pipeline class names with --suite diffusers (default: all of them)")
     p.add_argument("--mode", choices=("eager", "compiled", "both"), default="both")
     p.add_argument("--jobs", type=int, default=1, help="architectures run at once (one process each; default 1)")
     p.add_argument("--out", default="compat-report", metavar="DIR", help="report directory (default ./compat-report)")
@@ -45,7 +52,7 @@ def _status_text(result: dict, modes: list[str]) -> str:
         if report.compatible(result, m):
             parts.append(f"{m} [green]pass[/green]")
             continue
-        bad = next(s for s in report.MODE_STEPS[m] if result["steps"].get(s, {}).get("status") not in report.OK)
+        bad = report.first_failed_step(result, m)
         cat = result["steps"].get(bad, {}).get("category", "not run")
         if m == "compiled" and report.fails_compiled_on_cpu_too(result):
             parts.append(f"{m} [yellow]fails on CPU too[/yellow] {bad} ({cat})")
@@ -57,19 +64,21 @@ def _status_text(result: dict, modes: list[str]) -> str:
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    from . import report
-    from .architectures import causal_lm_architectures
-    from .runner import run_matrix
+    from . import report, runner
+    from .progress import matrix_progress
+    from .runner import WorkerStartError, run_matrix
 
     import signal
     signal.signal(signal.SIGTERM, _interrupt)
     console = Console()
-    known = causal_lm_architectures()
+    suite = runner.DIFFUSERS if args.suite == "diffusers" else runner.TRANSFORMERS
+    known, not_runnable = _items(args.suite)
+    noun = "pipelines" if args.suite == "diffusers" else "architectures"
     if args.list:
-        for arch, cls in known.items():
-            console.print(f"{arch:30s} {cls}")
+        for name, what in known.items():
+            console.print(f"{name:30s} {what}", highlight=False)
+        for name, (category, reason) in not_runnable.items():
+            console.print(f"{name:30s} [yellow]{category}[/yellow]: {escape(reason)}")
         return 0
     if args.combine:
         merged: dict[str, dict] = {}
@@ -80,12 +89,16 @@ def main(args: argparse.Namespace) -> int:
             console.print(escape(report.summarize(merged, m).line()))
         console.print(f"report: {mpath}")
         return 0
-    archs = args.arch or list(known)
-    unknown = [a for a in archs if a not in known]
+    archs = args.arch or list(known) + list(not_runnable)
+    unknown = [a for a in archs if a not in known and a not in not_runnable]
     if unknown:
-        console.print(f"[red]error:[/red] not in Transformers' causal-LM mapping: {', '.join(unknown)} "
-                      "(see `torchneuron compat --list`)")
+        where = "Diffusers' pipeline classes" if args.suite == "diffusers" else "Transformers' causal-LM mapping"
+        console.print(f"[red]error:[/red] not in {where}: {', '.join(unknown)} "
+                      f"(see `torchneuron compat{' --suite diffusers' if args.suite == 'diffusers' else ''} --list`)")
         return 2
+    # items that cannot run here get their row without a worker (the reason is the result)
+    skipped = {a: _not_runnable_result(a, *not_runnable[a]) for a in archs if a in not_runnable}
+    archs = [a for a in archs if a in known]
     previous: dict[str, dict] = {}
     existing = os.path.join(args.out, "compat.json")
     if (args.resume or args.merge) and os.path.exists(existing):
@@ -94,25 +107,23 @@ def main(args: argparse.Namespace) -> int:
             archs = [a for a in archs if a not in previous]
     modes = ["eager", "compiled"] if args.mode == "both" else [args.mode]
 
-    columns = (SpinnerColumn(), TextColumn("{task.description:<26}"), BarColumn(bar_width=24), MofNCompleteColumn(),
-               TimeElapsedColumn(), TextColumn("{task.fields[status]}"))
+    previous = {**previous, **skipped}
     merged = dict(previous)
-    with Progress(*columns, console=console) as progress:
-        overall = progress.add_task("[bold]architectures", total=len(archs), status="")
-        rows: dict[str, int] = {}
-
-        def on_start(arch: str) -> None:
-            rows[arch] = progress.add_task(arch, total=None, status="running")
+    with matrix_progress(console, noun, len(archs)) as progress:
 
         def on_done(arch: str, result: dict) -> None:
-            progress.remove_task(rows.pop(arch))
             secs = result.get("seconds", {}).get("total", 0)
-            progress.console.print(f"{arch:26s} {secs:6.1f}s  {_status_text(result, modes)}")
-            progress.advance(overall)
+            progress.finished(arch, f"{arch:26s} {secs:6.1f}s  {_status_text(result, modes)}")
             merged.update(report.merge(merged, {arch: result}) if args.merge else {arch: result})
             report.write(merged, args.out, vars_for_json(args))  # a report on disk even if the run is cut short
 
-        results = run_matrix(archs, args.mode, args.jobs, args.timeout, on_start=on_start, on_done=on_done)
+        try:
+            results = run_matrix(archs, args.mode, args.jobs, args.timeout, on_start=progress.started,
+                                 on_done=on_done, suite=suite)
+        except WorkerStartError as e:
+            progress.stop()
+            console.print(f"[red]environment error:[/red] {escape(str(e))}", soft_wrap=True)
+            return ENVIRONMENT_ERROR
     merged = report.merge(previous, results) if args.merge else {**previous, **results}
     jpath, mpath = report.write(merged, args.out, vars_for_json(args))
     for m in report.modes_run(merged):
@@ -120,6 +131,28 @@ def main(args: argparse.Namespace) -> int:
     console.print(f"report: {mpath}  {jpath}")
     ok = not any(report.counted_failure(r, m) for r in merged.values() for m in modes)
     return 0 if ok else 1
+
+
+def _items(suite: str) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
+    """(name -> what it is, for the items that run; name -> (category, reason) for those that cannot run here)."""
+    if suite == "diffusers":
+        from .pipelines import registry
+        classes = registry.pipeline_classes()
+        return ({n: registry.family(c) for n, c in classes.items() if isinstance(c, type)},
+                {n: c for n, c in classes.items() if not isinstance(c, type)})
+    from .architectures import causal_lm_architectures
+    return causal_lm_architectures(), {}
+
+
+def _not_runnable_result(name: str, category: str, reason: str) -> dict:
+    from .pipelines import registry
+    try:
+        family = registry.family(name)
+    except AttributeError:
+        family = "other"
+    return {"arch": name, "suite": "diffusers", "family": family, "mode": None,
+            "cpu": {"status": "fail", "category": category, "error": reason}, "steps": {}, "compile": {},
+            "running": None, "seconds": {}}
 
 
 def vars_for_json(args: argparse.Namespace) -> dict:

@@ -18,11 +18,24 @@ import datetime
 import json
 from dataclasses import dataclass
 
-from . import categories
-from .worker import COMPILED_STEPS, EAGER_STEPS, STEPS
+from . import categories, charts
+from .worker import COMPILED_STEPS, EAGER_STEPS
 
-MODE_STEPS = {"eager": EAGER_STEPS, "compiled": COMPILED_STEPS}
+# The steps of each mode, by suite: Transformers architectures (compat/worker.py) and Diffusers pipelines
+# (compat/pipelines/worker.py). A result names its suite; one without is an architecture's.
+SUITE_STEPS = {"transformers": {"eager": EAGER_STEPS, "compiled": COMPILED_STEPS},
+               "diffusers": {"eager": ("eager",), "compiled": ("compiled",)}}
+MODE_STEPS = SUITE_STEPS["transformers"]
 OK = ("pass", "n/a")
+
+
+def steps_of(result: dict, mode: str) -> tuple[str, ...]:
+    """The steps of `mode` for the result's suite."""
+    return SUITE_STEPS[result.get("suite", "transformers")][mode]
+
+
+def first_failed_step(result: dict, mode: str) -> str:
+    return next(s for s in steps_of(result, mode) if result["steps"].get(s, {}).get("status") not in OK)
 
 
 def cpu_passes(result: dict) -> bool:
@@ -31,19 +44,19 @@ def cpu_passes(result: dict) -> bool:
 
 def ran(result: dict, mode: str) -> bool:
     """Whether the result has the steps of `mode` (a merged report may hold one mode for some architectures)."""
-    return any(s in result.get("steps", {}) for s in MODE_STEPS[mode])
+    return any(s in result.get("steps", {}) for s in steps_of(result, mode))
 
 
 def compatible(result: dict, mode: str) -> bool:
     """Every step of `mode` passed on neuron (the architecture must pass on CPU)."""
-    return cpu_passes(result) and all(result["steps"].get(s, {}).get("status") in OK for s in MODE_STEPS[mode])
+    return cpu_passes(result) and all(result["steps"].get(s, {}).get("status") in OK for s in steps_of(result, mode))
 
 
 def fails_compiled_on_cpu_too(result: dict) -> bool:
     """Compiled mode failed on neuron, and each failed compiled step failed the same way compiled on CPU."""
     if not cpu_passes(result) or not ran(result, "compiled") or compatible(result, "compiled"):
         return False
-    steps = [result["steps"].get(s, {}) for s in COMPILED_STEPS]
+    steps = [result["steps"].get(s, {}) for s in steps_of(result, "compiled")]
     return all(s.get("status") in OK or s.get("cpu_too") for s in steps)
 
 
@@ -55,8 +68,7 @@ def counted_failure(result: dict, mode: str) -> bool:
 
 def modes_run(results: dict[str, dict]) -> list[str]:
     """The modes present in the results (a run with --mode eager has no compiled steps)."""
-    ran = {s for r in results.values() for s in r.get("steps", {})}
-    return [m for m, steps in MODE_STEPS.items() if ran & set(steps)] or \
+    return [m for m in MODE_STEPS if any(ran(r, m) for r in results.values())] or \
         [m for m in MODE_STEPS if any(r.get("mode") in (m, "both") for r in results.values())]
 
 
@@ -69,6 +81,7 @@ class Summary:
     cpu_failing: int  # not counted: they fail on CPU too
     not_run: int = 0  # CPU-passing architectures without this mode's steps (a partial run)
     cpu_compiled_failing: int = 0  # compiled mode: not counted, they fail the same way compiled on CPU
+    noun: str = "architectures"  # what the matrix counts (pipelines for Diffusers)
 
     @property
     def percent(self) -> float:
@@ -87,7 +100,7 @@ class Summary:
                       f"counting them {self.compatible}/{self.cpu_passing + self.cpu_compiled_failing} "
                       f"({self.percent_counting_all:.1f}%)")
         return (f"{self.mode:8s} compatible: {self.compatible}/{self.cpu_passing} ({self.percent:.1f}%)"
-                f"  [{self.cpu_failing} of {self.total} architectures fail on CPU too: not counted{extra}]")
+                f"  [{self.cpu_failing} of {self.total} {self.noun} fail on CPU too: not counted{extra}]")
 
 
 def summarize(results: dict[str, dict], mode: str) -> Summary:
@@ -95,8 +108,28 @@ def summarize(results: dict[str, dict], mode: str) -> Summary:
     ran_mode = [r for r in passing if ran(r, mode)]
     cpu_too = [r for r in ran_mode if mode == "compiled" and fails_compiled_on_cpu_too(r)]
     counted = [r for r in ran_mode if not (mode == "compiled" and fails_compiled_on_cpu_too(r))]
+    noun = "pipelines" if any(r.get("suite") == "diffusers" for r in results.values()) else "architectures"
     return Summary(mode, sum(compatible(r, mode) for r in counted), len(counted), len(results),
-                   len(results) - len(passing), len(passing) - len(ran_mode), len(cpu_too))
+                   len(results) - len(passing), len(passing) - len(ran_mode), len(cpu_too), noun)
+
+
+def outcomes(results: dict[str, dict], mode: str) -> dict[str, int]:
+    """How every architecture ended in `mode`: compatible, a failure category, or not counted (and why)."""
+    out: dict[str, int] = {"compatible": 0}
+    for r in results.values():
+        if not cpu_passes(r):
+            category = r.get("cpu", {}).get("category") or categories.CPU_FAILS
+            label = f"{'fails on CPU too' if category == categories.CPU_FAILS else category} (not counted)"
+        elif not ran(r, mode):
+            label = "not run in this mode"
+        elif compatible(r, mode):
+            label = "compatible"
+        elif mode == "compiled" and fails_compiled_on_cpu_too(r):
+            label = "fails compiled on CPU too (not counted)"
+        else:
+            label = r["steps"].get(first_failed_step(r, mode), {}).get("category") or "not run"
+        out[label] = out.get(label, 0) + 1
+    return out
 
 
 def failures(results: dict[str, dict]) -> dict[str, list[tuple[str, str, str]]]:
@@ -105,9 +138,10 @@ def failures(results: dict[str, dict]) -> dict[str, list[tuple[str, str, str]]]:
     for arch, r in results.items():
         if not cpu_passes(r):
             continue
-        for step in STEPS:
+        compiled = steps_of(r, "compiled")
+        for step in steps_of(r, "eager") + compiled:
             s = r["steps"].get(step)
-            if s and s.get("status") == "fail" and not (step in COMPILED_STEPS and fails_compiled_on_cpu_too(r)):
+            if s and s.get("status") == "fail" and not (step in compiled and fails_compiled_on_cpu_too(r)):
                 cat = s.get("category") or categories.ERROR
                 out.setdefault(cat, []).append((arch, step, s.get("error", "")))
     return out
@@ -117,7 +151,7 @@ def compiled_on_cpu_too(results: dict[str, dict]) -> list[tuple[str, str, str, s
     """(arch, step, neuron's error, CPU's error) for the architectures that fail compiled on CPU too."""
     return [(a, step, r["steps"][step].get("error", ""), (r["steps"][step].get("cpu_compiled") or {}).get("error") or "")
             for a, r in sorted(results.items()) if fails_compiled_on_cpu_too(r)
-            for step in COMPILED_STEPS if r["steps"].get(step, {}).get("status") == "fail"]
+            for step in steps_of(r, "compiled") if r["steps"].get(step, {}).get("status") == "fail"]
 
 
 def not_plugin(results: dict[str, dict]) -> list[tuple[str, str, str]]:
@@ -126,11 +160,11 @@ def not_plugin(results: dict[str, dict]) -> list[tuple[str, str, str]]:
             for a, r in results.items() if not cpu_passes(r)]
 
 
-def versions() -> dict[str, str]:
+def versions(dists: tuple[str, ...] = ("torch-neuronx", "torch", "transformers")) -> dict[str, str]:
     import importlib.metadata as md
     import platform
     out = {}
-    for dist in ("torch-neuronx", "torch", "transformers"):
+    for dist in dists:
         try:
             out[dist] = md.version(dist)
         except md.PackageNotFoundError:
@@ -144,8 +178,8 @@ def _summary_json(summary: Summary) -> dict:
                                "percent_counting_all": round(summary.percent_counting_all, 2)}
 
 
-def to_json(results: dict[str, dict], args: dict | None = None) -> dict:
-    return {"date": datetime.date.today().isoformat(), "versions": versions(), "args": args or {},
+def to_json(results: dict[str, dict], args: dict | None = None, vers: dict | None = None) -> dict:
+    return {"date": datetime.date.today().isoformat(), "versions": vers or versions(), "args": args or {},
             "summary": {m: _summary_json(summarize(results, m)) for m in modes_run(results)},
             "results": results}
 
@@ -170,6 +204,8 @@ def to_markdown(results: dict[str, dict], date: str | None = None, vers: dict | 
     mode_list = modes_run(results)
     lines = [f"Run on {date} with " + ", ".join(f"{k} {v}" for k, v in vers.items()) + ".", ""]
     lines += ["```"] + [summarize(results, m).line() for m in mode_list] + ["```", ""]
+    for m in mode_list:
+        lines += charts.pie(f"{m}: {len(results)} architectures", outcomes(results, m)) + [""]
 
     steps = [s for m in mode_list for s in MODE_STEPS[m]]
     cols = ["architecture"] + steps + (["recompiles", "graph breaks"] if "compiled" in mode_list else [])
@@ -225,15 +261,21 @@ def to_markdown(results: dict[str, dict], date: str | None = None, vers: dict | 
 
 
 def write(results: dict[str, dict], out_dir: str, args: dict | None = None) -> tuple[str, str]:
-    """Write compat.json and compat.md into `out_dir`; returns their paths."""
+    """Write compat.json and compat.md into `out_dir` (the Markdown of the results' suite); returns their paths."""
     import os
     os.makedirs(out_dir, exist_ok=True)
-    doc = to_json(results, args)
+    diffusers = any(r.get("suite") == "diffusers" for r in results.values())
+    if diffusers:
+        from .pipelines import report as pipeline_report
+        markdown, vers = pipeline_report.to_markdown, versions(pipeline_report.DISTRIBUTIONS)
+    else:
+        markdown, vers = to_markdown, versions()
+    doc = to_json(results, args, vers)
     jpath, mpath = os.path.join(out_dir, "compat.json"), os.path.join(out_dir, "compat.md")
     with open(jpath, "w") as f:
         json.dump(doc, f, indent=1, default=str)
     with open(mpath, "w") as f:
-        f.write(to_markdown(results, doc["date"], doc["versions"]))
+        f.write(markdown(results, doc["date"], doc["versions"]))
     return jpath, mpath
 
 

@@ -8,6 +8,7 @@ passed, and the step it was in is the one marked timeout / crash.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -25,6 +26,20 @@ from .worker import COMPILED_STEPS, EAGER_STEPS, STEPS
 DEFAULT_TIMEOUT = 600  # seconds per architecture (both modes, on a busy 2-core machine)
 
 
+@dataclasses.dataclass(frozen=True)
+class Suite:
+    """What the matrix runs: the worker module (run with `python -m`) and the steps of each mode."""
+    name: str
+    worker: str
+    steps: dict[str, tuple[str, ...]]
+
+
+TRANSFORMERS = Suite("transformers", "torch_neuronx.compat.worker",
+                     {"eager": EAGER_STEPS, "compiled": COMPILED_STEPS, "both": STEPS})
+DIFFUSERS = Suite("diffusers", "torch_neuronx.compat.pipelines.worker",
+                  {"eager": ("eager",), "compiled": ("compiled",), "both": ("eager", "compiled")})
+
+
 def _worker_env() -> dict:
     env = dict(os.environ)
     env.setdefault("HF_HUB_OFFLINE", "1")  # tiny models come from configs: nothing to download
@@ -36,9 +51,8 @@ def _worker_env() -> dict:
     return env
 
 
-def _mark_unfinished(result: dict, category: str, message: str, mode: str) -> None:
+def _mark_unfinished(result: dict, category: str, message: str, steps: tuple[str, ...]) -> None:
     """Steps the worker never finished: the one it was in gets `category`, later ones are not run."""
-    steps = {"eager": EAGER_STEPS, "compiled": COMPILED_STEPS, "both": STEPS}[mode]
     running = result.get("running")
     if running == "cpu" or result.get("cpu", {}).get("status") == "running":
         # died before the reference existed: the neuron side was never reached
@@ -56,18 +70,64 @@ def _mark_unfinished(result: dict, category: str, message: str, mode: str) -> No
     result["running"] = None
 
 
+class WorkerStartError(RuntimeError):
+    """A worker ended before writing its first result: the environment is broken, not the model.
+
+    Every other worker would fail the same way, so the run stops and says what to fix instead of
+    reporting each architecture as a CPU failure (and "compatible: 0/0").
+    """
+
+
+def _package_seen_by_workers(env: dict, cwd: str) -> str | None:
+    """Where the worker's interpreter finds `torch_neuronx`, in the worker's environment and directory."""
+    probe = "import importlib.util as u; s = u.find_spec('torch_neuronx'); print(s.origin if s else '')"
+    try:
+        r = subprocess.run([sys.executable, "-c", probe], env=env, cwd=cwd, capture_output=True, text=True,
+                           timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.strip() or None
+
+
+def start_failure(arch: str, worker: str, code: int, log: str, env: dict, cwd: str) -> WorkerStartError:
+    """The error for a worker that could not start, with what the log says and what to do."""
+    import torch_neuronx
+    ours = os.path.dirname(os.path.abspath(torch_neuronx.__file__))
+    seen = _package_seen_by_workers(env, cwd)
+    tail = _log_tail(log) or f"exit code {code}, no output"
+    lines = [f"the compat worker could not start ({arch}): `{sys.executable} -m {worker}` "
+             f"ended before running any check: {tail}", f"(full log: {log})"]
+    if seen and os.path.dirname(os.path.abspath(seen)) != ours:
+        lines.append(f"The worker's Python imports torch_neuronx from {os.path.dirname(seen)}, but this command runs "
+                     f"the one in {ours}: a torch_neuronx directory on PYTHONPATH shadows the installed package. "
+                     "Fix: unset PYTHONPATH (or remove that directory from it), or install that copy "
+                     "(`pip install -e .` in the source checkout builds its extension).")
+    elif "torch_neuronx._C" in tail or "module specification" in tail:
+        lines.append("The plugin's C++ extension cannot be loaded. Fix: rebuild it (`bash scripts/build.sh` in a "
+                     "source checkout, or reinstall torch-neuronx) with the same torch it runs against.")
+    else:
+        lines.append(f"Fix: check that `{sys.executable} -c 'import torch, torch_neuronx'` works in this "
+                     "environment.")
+    return WorkerStartError("\n".join(lines))
+
+
 _live: set = set()  # worker processes running now (ended if the run is interrupted)
 
 
-def run_one(arch: str, mode: str, timeout: float, workdir: str, live: set | None = None) -> dict:
+def run_one(arch: str, mode: str, timeout: float, workdir: str, live: set | None = None,
+            suite: Suite = TRANSFORMERS) -> dict:
     """Run one architecture's worker; always returns a result dict (never raises for the model's failures)."""
     out = os.path.join(workdir, f"{arch}.json")
     log = os.path.join(workdir, f"{arch}.log")
-    cmd = [sys.executable, "-m", "torch_neuronx.compat.worker", arch, "--mode", mode, "--out", out]
+    out, log = os.path.abspath(out), os.path.abspath(log)
+    cmd = [sys.executable, "-m", suite.worker, arch, "--mode", mode, "--out", out]
     t0 = time.monotonic()
+    env = _worker_env()
     with open(log, "w") as logf:
-        # own process group: the timeout kills the worker and anything it started
-        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=_worker_env(),
+        # own process group: the timeout kills the worker and anything it started. The work directory
+        # as current directory: a source checkout the command was started from cannot shadow the
+        # installed package in the worker (`python -m` puts the current directory first on sys.path).
+        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env, cwd=workdir,
                                 start_new_session=True)
         if live is not None:
             live.add(proc)
@@ -82,18 +142,21 @@ def run_one(arch: str, mode: str, timeout: float, workdir: str, live: set | None
             if live is not None:
                 live.discard(proc)
     elapsed = round(time.monotonic() - t0, 1)
+    if not timed_out and not os.path.exists(out):
+        raise start_failure(arch, suite.worker, code, log, env, workdir)
     try:
         with open(out) as f:
             result = json.load(f)
     except (OSError, ValueError):
-        result = {"arch": arch, "mode": mode, "cpu": {"status": "running"}, "steps": {}, "compile": {},
-                  "running": "cpu", "seconds": {}}
+        result = {"arch": arch, "suite": suite.name, "mode": mode, "cpu": {"status": "running"}, "steps": {},
+                  "compile": {}, "running": "cpu", "seconds": {}}
     if timed_out:
-        _mark_unfinished(result, categories.TIMEOUT, f"timeout: no result after {timeout:.0f} s", mode)
+        _mark_unfinished(result, categories.TIMEOUT, f"timeout: no result after {timeout:.0f} s", suite.steps[mode])
     elif result.get("running") is not None or code != 0:
         tail = _log_tail(log)
         how = f"signal {-code}" if code < 0 else f"exit code {code}"
-        _mark_unfinished(result, categories.CRASH, f"worker died ({how}){': ' + tail if tail else ''}", mode)
+        _mark_unfinished(result, categories.CRASH, f"worker died ({how}){': ' + tail if tail else ''}",
+                         suite.steps[mode])
     result["seconds"] = dict(result.get("seconds") or {}, total=elapsed)
     return result
 
@@ -109,7 +172,8 @@ def _log_tail(path: str) -> str:
 
 def run_matrix(archs: list[str], mode: str = "both", jobs: int = 1, timeout: float = DEFAULT_TIMEOUT,
                on_start: Callable[[str], None] | None = None,
-               on_done: Callable[[str, dict], None] | None = None, workdir: str | None = None) -> dict[str, dict]:
+               on_done: Callable[[str, dict], None] | None = None, workdir: str | None = None,
+               suite: Suite = TRANSFORMERS) -> dict[str, dict]:
     """Results for `archs` (arch -> result), `jobs` workers at a time."""
     own_dir = workdir is None
     workdir = workdir or tempfile.mkdtemp(prefix="torchneuron-compat-")
@@ -122,7 +186,7 @@ def run_matrix(archs: list[str], mode: str = "both", jobs: int = 1, timeout: flo
             return
         if on_start:
             on_start(arch)
-        r = run_one(arch, mode, timeout, workdir, _live)
+        r = run_one(arch, mode, timeout, workdir, _live, suite)
         if stopping.is_set():
             return  # killed by the interruption, not by its model: no verdict
         with lock:
@@ -132,6 +196,9 @@ def run_matrix(archs: list[str], mode: str = "both", jobs: int = 1, timeout: flo
 
     try:
         _run_pool(one, archs, jobs, stopping)
+    except WorkerStartError:
+        own_dir = False  # keep the worker's log: the error names it
+        raise
     finally:
         if own_dir:
             import shutil
