@@ -193,3 +193,20 @@ def test_integer_histc_like_cuda():
     assert h.dtype == torch.int32 and h.is_neuron and h.cpu().tolist() == [1, 2, 0, 1]
     f = torch.histc(x.float().to("neuron"), bins=4, min=0, max=3)
     assert torch.equal(f.cpu(), torch.histc(x.float(), bins=4, min=0, max=3))
+
+
+def test_norms_of_channels_last_input_run_the_host_kernel_like_cpu():
+    """An image converted from numpy is NHWC in memory. PyTorch's composite group norm (its kernel for backends
+    without one) views the input and fails on that layout; neuron runs the host kernel, as CPU does."""
+    import torch.nn.functional as F
+    x = torch.randn(1, 5, 6, 4).permute(0, 3, 1, 2)  # (N, C, H, W) over NHWC memory
+    assert x.is_contiguous(memory_format=torch.channels_last)
+    xn = x.to("neuron").requires_grad_()
+    x.requires_grad_()
+    out, ref = F.group_norm(xn, 2), F.group_norm(x, 2)
+    assert torch.equal(out.detach().cpu(), ref.detach())
+    out.sum().backward()
+    ref.sum().backward()
+    assert torch.equal(xn.grad.cpu(), x.grad)
+    y = torch.randn(2, 3, 8).transpose(0, 1)
+    assert torch.equal(F.layer_norm(y.to("neuron"), (8,)).cpu(), F.layer_norm(y, (8,)))
