@@ -15,7 +15,9 @@ recompiles. This cache keeps Neuron's layout and switches:
 The key hashes everything the compiled code depends on: the host graph (ops,
 arguments, input sizes/strides/dtypes, constants), what kind of graph it is
 (forward, backward, inference), the Inductor configuration, the versions of
-torch, of this plugin's compiler, Python, and the host's vector ISA.
+torch and Python, the host's vector ISA, and the plugin code that shapes the
+generated code (codegen_fingerprint: not the plugin's version or its other files;
+the cache directory is per plugin version already).
 
 A model.neff holds Inductor's serialized compiled graph (its wrapper source
 and metadata, as Inductor's own FX-graph cache stores it) plus the bytes of
@@ -113,19 +115,31 @@ def entry_dir(key: str) -> str:
 
 # ---------------------------------------------------------------- keys
 
+# The plugin's part in what a cache entry holds. Only the code that shapes the generated code is hashed,
+# so that editing any other plugin file (stats, launch, the cache's trust checks) keeps every entry valid:
+# host_graph.py rewrites the graph Inductor compiles, including the fake-tensor metadata Inductor's code
+# generation reads (the rewritten graph's code is hashed per entry, its metadata is not).
+CODEGEN_SOURCES = ("host_graph.py",)
+# Bump when anything else changes what an entry holds or how compiled code is generated: the arguments
+# compiler.py gives Inductor's inner compiler, the INDUCTOR_CONFIG in backend.py that the Inductor
+# config hash does not cover, the payload layout below (MAGIC versions the header only).
+CODEGEN_VERSION = 1
+
+
+def codegen_fingerprint(directory: str = os.path.dirname(os.path.abspath(__file__))) -> str:
+    """CODEGEN_VERSION and the sources in CODEGEN_SOURCES (in `directory`, this package by default)."""
+    h = hashlib.sha256(f"codegen {CODEGEN_VERSION}\n".encode())
+    for name in CODEGEN_SOURCES:
+        with open(os.path.join(directory, name), "rb") as f:
+            h.update(name.encode() + b"\0" + f.read())
+    return h.hexdigest()
+
+
 @functools.lru_cache(maxsize=1)
 def _environment_fingerprint() -> bytes:
     """Everything outside the graph that the compiled code depends on."""
     from torch._inductor.cpu_vec_isa import pick_vec_isa
-    from torch_neuronx import __version__
-    compiler_dir = os.path.dirname(os.path.abspath(__file__))
-    compiler_sources = hashlib.sha256()
-    for name in sorted(os.listdir(compiler_dir)):
-        if name.endswith(".py"):
-            with open(os.path.join(compiler_dir, name), "rb") as f:
-                compiler_sources.update(name.encode() + b"\0" + f.read())
-    parts = [torch.__version__, __version__, sys.version, platform.machine(), str(pick_vec_isa()),
-             compiler_sources.hexdigest()]
+    parts = [torch.__version__, sys.version, platform.machine(), str(pick_vec_isa()), codegen_fingerprint()]
     return "\n".join(parts).encode()
 
 
