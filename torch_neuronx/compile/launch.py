@@ -10,7 +10,17 @@ that allocates buffers, calls fused C++ kernels and calls ATen for the rest
     eager ops (random ops draw from the core's generator there);
   - only the buffer allocator says "cpu". Each compiled graph gets its own copy
     of the wrapper module in which `empty_strided_cpu` allocates on the
-    current NeuronCore.
+    current NeuronCore: the module is loaded with that global set, through
+    the attributes Inductor's module loader sets on a loaded wrapper (how
+    Inductor gives a module its constants). Inductor's source is not edited,
+    and the module is never shared with a plain CPU compile of the same code.
+
+Why not a wrapper code generator of our own (register_backend_for_device, as
+PyTorch's torch_openreg does)? Inductor compiles the retargeted host graph, a
+"cpu" graph (host_graph.py says why), and Inductor picks the wrapper code
+generator by the graph's device: ours would have to be registered for "cpu",
+changing every CPU compile of the process. Device "neuron" has its own
+registration (inductor_device.py), for graphs that reach Inductor unretargeted.
 
 So the graph runs on the caller's device tensors as they are: intermediate
 buffers and outputs are device memory, counted against the core's HBM, and
@@ -29,10 +39,10 @@ from torch._inductor.output_code import OutputCode
 from .errors import NeuronCompileError
 from .host_graph import HostGraphPlan
 
-# The line of Inductor's Python wrapper that binds its buffer allocator (torch 2.13).
-_HOST_ALLOCATOR = "empty_strided_cpu = torch._C._dynamo.guards._empty_strided_cpu"
-_DEVICE_ALLOCATOR = ("from torch_neuronx.compile.launch import empty_strided_device as empty_strided_cpu"
-                     "  # torch_neuronx: buffers in device memory")
+# The global of Inductor's Python wrapper that its code allocates buffers with (torch 2.13), and the
+# line of the wrapper's header that binds it.
+HOST_ALLOCATOR = "empty_strided_cpu"
+_HOST_ALLOCATOR_BINDING = f"{HOST_ALLOCATOR} = torch._C._dynamo.guards._empty_strided_cpu"
 
 
 def empty_strided_device(size: Sequence[int], stride: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
@@ -60,20 +70,16 @@ def device_callable(compiled: Any, device_index: int) -> Callable[[list[Any]], S
         # compile_fx_inner returns the FX module's own boxed forward, which has nothing to allocate
         # or compute and passes the device tensors through as they are.
         return compiled
-    if _HOST_ALLOCATOR not in source:
-        raise NeuronCompileError("Inductor's wrapper code no longer binds `empty_strided_cpu` as expected by "
+    if _HOST_ALLOCATOR_BINDING not in source:
+        raise NeuronCompileError(f"Inductor's wrapper code no longer binds `{HOST_ALLOCATOR}` as expected by "
                                  "torch_neuronx (built for torch 2.13): cannot place its buffers in device memory")
-    # A module of its own (loaded with attributes, so never shared through PyCodeCache's module cache):
-    # the same source compiled for CPU by plain Inductor must keep host buffers, and two graphs with
-    # the same code may have different constants.
-    device_source = source.replace(_HOST_ALLOCATOR, _DEVICE_ALLOCATOR, 1)
-    key, _, path = get_path(get_hash(device_source.strip(), "", "code"), "py")
+    key, _, path = get_path(get_hash(source.strip(), "", "code"), "py")
     # Written (or verified) by this user in the checked-private kernel directory: the module that runs
     # is exactly this source, never a file someone else left at that path.
     from .neff_cache import inductor_dir
     from .cache_trust import install_private_file
     root = inductor_dir()
-    path = install_private_file(root, os.path.relpath(os.path.realpath(path), root), device_source.encode("utf-8"))
+    path = install_private_file(root, os.path.relpath(os.path.realpath(path), root), source.encode("utf-8"))
     device = torch.device("neuron", device_index)
     # Tensor constants of the graph were copied to the host by the retargeting: they are device
     # tensors again for the device code (extern kernels see them next to device buffers).
@@ -83,6 +89,11 @@ def device_callable(compiled: Any, device_index: int) -> Callable[[list[Any]], S
     with unset_fake_temporarily():  # real copies: the compiler calls this inside its fake-tensor mode
         attrs = {name: value.to(device) if isinstance(value, torch.Tensor) and value.device.type == "cpu" else value
                  for name, value in constants.items()}
+    # A module of its own (loaded with attributes, so never shared through PyCodeCache's module cache):
+    # the same source compiled for CPU by plain Inductor keeps host buffers, and two graphs with the
+    # same code may have different constants. Set after the module body ran, the allocator global
+    # replaces the host one for every call.
+    attrs[HOST_ALLOCATOR] = empty_strided_device
     module = PyCodeCache.load_by_key_path(key, path, compiled.cache_linemap, attrs)
     holder = _DeviceModule(module.call, getattr(compiled, "_defers_input_alignment", False))
     # Inputs Inductor assumed aligned but that are not, and that the graph mutates, need the same
