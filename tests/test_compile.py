@@ -267,10 +267,21 @@ def test_new_shape_compiles_exactly_one_more_graph_and_padding_to_128_compiles_n
         assert stats()["graphs_compiled"] == 2
         torch.testing.assert_close(padded.cpu(), out.cpu(), rtol=1e-4, atol=1e-4)
 
+        # Dynamo's default (dynamic=None) would now trace a third shape with symbolic sizes; the backend's
+        # settings keep it static: one more graph, for exactly that shape.
+        third = torch.randn(4, 64, device="neuron")
+        torch.testing.assert_close(f(third, w[:64]).cpu(), gelu_proj(third.cpu(), w[:64].cpu()), rtol=1e-4, atol=1e-4)
+        s = stats()
+        assert s["graphs_compiled"] == 3 and s["num_recompiles"] == 2
+        assert [(c["old"], c["new"]) for c in s["recompiles"][1]["changed_inputs"]
+                if c["input"].startswith("L['x']")] in ([((4, 96), (4, 64))], [((4, 128), (4, 64))])
+
 
 def test_dynamic_true_is_rejected():
-    with pytest.raises(torch_neuronx.compile.NeuronCompileError, match=r"dynamic=True\) is not supported"):
-        torch.compile(gelu_proj, backend="neuron", dynamic=True)
+    f = torch.compile(gelu_proj, backend="neuron", dynamic=True)  # the backend is first called by the first call
+    with pytest.raises(Exception, match=r"NeuronCompileError: torch.compile\(backend='neuron', dynamic=True\) is not "
+                                        r"supported.*pad inputs to fixed sizes"):
+        f(torch.randn(4, 128, device="neuron"), torch.randn(128, 8, device="neuron"))
 
 
 def test_marked_dynamic_dimension_is_rejected_with_a_clear_error():
@@ -395,6 +406,28 @@ def test_corrupted_entry_is_detected_and_rebuilt(damage, caplog):
     assert s["cache_corrupt_entries"] == 1 and s["neffs_built"] == 1 and s["cache_hits"] == 0
     assert any("corrupted" in r.getMessage() for r in caplog.records)
     assert open(entry, "rb").read() != damaged  # replaced by a good entry
+
+
+def test_cache_key_changes_with_the_code_generation_sources_only(tmp_path):
+    """Editing a plugin file that does not shape generated code keeps every cache entry valid."""
+    import shutil
+    from torch_neuronx.compile import neff_cache
+    package = os.path.dirname(neff_cache.__file__)
+    copy = tmp_path / "compile"
+    shutil.copytree(package, copy)
+    assert neff_cache.codegen_fingerprint(str(copy)) == neff_cache.codegen_fingerprint()
+    for unrelated in ("stats.py", "launch.py", "neff_cache.py", "cache_trust.py"):
+        with open(copy / unrelated, "a") as f:
+            f.write("\n# an unrelated edit\n")
+    assert neff_cache.codegen_fingerprint(str(copy)) == neff_cache.codegen_fingerprint()
+    for source in neff_cache.CODEGEN_SOURCES:
+        edited = tmp_path / "edited"
+        shutil.copytree(package, edited)
+        with open(edited / source, "a") as f:
+            f.write("\n# a code generation change\n")
+        assert neff_cache.codegen_fingerprint(str(edited)) != neff_cache.codegen_fingerprint()
+        shutil.rmtree(edited)
+    assert neff_cache.codegen_fingerprint().encode() in neff_cache._environment_fingerprint()
 
 
 def test_disable_cache_reads_and_writes_nothing(tmp_path, monkeypatch):

@@ -5,6 +5,7 @@
   runner.py            one subprocess per architecture, timeouts, N at a time
   categories.py        failure categories and how an error is sorted into one
   compile_counters.py  graphs / recompiles / graph breaks around a compiled step
+  cpu_reference.py     Inductor on CPU under the neuron backend's rules: what a compiled failure is judged against
   report.py            verdicts, `compatible: N/M (P%)`, JSON and Markdown
   charts.py            the Markdown report's charts (Mermaid)
   progress.py          the live progress line: bar, running items, elapsed, estimate of what is left

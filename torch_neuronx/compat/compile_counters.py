@@ -2,7 +2,7 @@
 
 The numbers come from `torch_neuronx.compile_stats()`: the neuron compile
 backend's own account, which the CPU reference backend
-(compile/cpu_reference.py) keeps too. A step's numbers are the difference of
+(compat/cpu_reference.py) keeps too. A step's numbers are the difference of
 two snapshots, so steps do not add up.
 """
 

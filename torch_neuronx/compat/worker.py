@@ -51,12 +51,12 @@ RECOMPILE_BUDGET = 0
 # ... except one: a static sliding-window cache has two decode paths, while the window fills and once
 # it is full (Transformers' `is_full`), so it is two graphs, as on Neuron. That recompile is allowed
 # when Dynamo's guard is the fill test (`cumulative_length_int <= N`), never a per-value guard (`== N`).
-WINDOW_FILL_SOURCE = "cumulative_length_int"
 
 
 def window_fill_recompiles(reasons: list[str]) -> int:
     """How many of the recompile reasons are the sliding window filling up (at most one is allowed)."""
-    return sum(1 for r in reasons if WINDOW_FILL_SOURCE in r and "==" not in r.split("#")[0])
+    from torch_neuronx.integrations.transformers_sliding_window import is_window_fill_guard
+    return sum(1 for r in reasons if is_window_fill_guard(r))
 
 
 class Result:
@@ -367,7 +367,7 @@ def _run_neuron_step(name: str, ref: CpuReference, model, result: Result, shared
 # A compiled step can fail on neuron for reasons of the model's own: its code breaks the graph
 # (`.tolist()`, `nonzero`, logging), its inputs force a recompile per step, or its compiled numbers
 # differ from its eager ones. Such a step is run again on CPU, compiled by Inductor under the same
-# rules (compile/cpu_reference.py). The same failure there (and, for numbers, the same numbers as
+# rules (compat/cpu_reference.py). The same failure there (and, for numbers, the same numbers as
 # neuron's) means the architecture does not compile cleanly on any device: the step stays a failure,
 # marked `cpu_too`, and the report lists the architecture apart from the compiled percentage.
 RECHECK_ON_CPU = ("graph break", "recompile", "numeric mismatch")
@@ -383,7 +383,7 @@ def _recheck_on_cpu(ref: CpuReference, result: Result, shared: dict) -> None:
     import torch
     from . import compile_counters
     from .categories import NUMERIC, classify, first_line
-    from torch_neuronx.compile import cpu_reference
+    from . import cpu_reference
 
     steps = result.data["steps"]
     failed = [s for s in COMPILED_STEPS if steps.get(s, {}).get("status") == "fail"

@@ -1,7 +1,22 @@
 """torch.compile(backend="neuron"): static-shape compilation for the emulated NeuronCore.
 
-Registration is cheap: nothing here imports Dynamo or Inductor. The backend and
-the device interface are registered when torch._dynamo is first imported.
+The pipeline, in the order a graph goes through it:
+
+  backend.py        the Dynamo backend "neuron" (a `torch_dynamo_backends` entry point in pyproject.toml)
+  static_shapes.py  Neuron's rules for it: Dynamo's settings for neuron-compiled calls, dynamic=True rejected
+  compiler.py       Inductor's inner compiler: each forward/backward/inference graph, through the stages below
+  host_graph.py     graph: the ATen graph retargeted to the host, for Inductor's C++ code generation
+  neff_cache.py     cache: the persistent compile cache (cache_trust.py: which entries may be loaded)
+  launch.py         launch: the compiled graph run on device memory
+  stats.py          compile_stats(): graphs, recompiles (with padding advice), graph breaks, cache hits
+
+Registrations with Dynamo and Inductor for the device: device_interface.py (streams, current device),
+attention.py (SDPA's kernel choice while tracing), inductor_device.py (plain backend="inductor" on neuron
+tensors). Workarounds for torch and Transformers live in torch_neuronx/integrations/.
+
+Registration is cheap: nothing here imports Dynamo or Inductor. Dynamo loads the backend
+from its entry point on first use; the device's registrations run when torch._dynamo is
+first imported (import_hooks.py).
 """
 
 from __future__ import annotations
@@ -17,22 +32,40 @@ def register() -> None:
     if _registered:
         return
     _registered = True
-    from . import static_shapes
     from .import_hooks import when_imported
-    static_shapes.install()
     when_imported("torch._dynamo", _register_with_dynamo)
     when_imported("torch._inductor.codegen.common", _register_with_inductor)
 
 
 def _register_with_dynamo() -> None:
-    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
-    from . import attention, device_interface, rng
-    from .backend import neuron_backend
+    from ..integrations import checkpoint_rng_replay, torch_compile_backend_context
+    from . import attention, device_interface
     device_interface.register()
     attention.register()
-    rng.register()
-    if "neuron" not in _COMPILER_FNS:
-        register_backend(neuron_backend, name="neuron")
+    checkpoint_rng_replay.install()
+    # Before torch.compile creates its first backend wrapper (it imports Dynamo first): the backend's
+    # context (static_shapes.py) reaches torch.compile(backend="neuron") only through this shim.
+    torch_compile_backend_context.install()
+    _register_backend_if_not_installed()
+
+
+def _register_backend_if_not_installed() -> None:
+    """For an install made before the backend's entry point existed: register it here, and say how to fix it.
+
+    pip writes entry points when it installs the package; an editable install made before pyproject.toml
+    declared `torch_dynamo_backends` has none, and backend="neuron" would not be found. Remove once every
+    install is newer (2026-12).
+    """
+    from importlib.metadata import entry_points
+    if any(ep.name == "neuron" for ep in entry_points(group="torch_dynamo_backends")):
+        return
+    import warnings
+    from torch._dynamo.backends.registry import register_backend
+    from .backend import neuron_backend
+    warnings.warn("torch_neuronx: this install has no `torch_dynamo_backends` entry point for the neuron backend "
+                  "(installed before it was declared); registering it directly. Reinstall the package "
+                  "(`pip install -e .`, or scripts/setup.sh) to load it through its entry point.")
+    register_backend(neuron_backend, name="neuron")
 
 
 def _register_with_inductor() -> None:

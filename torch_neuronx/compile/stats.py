@@ -15,6 +15,8 @@ from typing import Any, Sequence
 
 import torch
 
+from ..integrations import transformers_sliding_window
+
 log = logging.getLogger("torch_neuronx.compile")
 
 PAD_MULTIPLE = 128  # Neuron's preferred tile multiple for padded sequence/batch sizes
@@ -149,7 +151,7 @@ def _closest(previous: list[dict[str, tuple]], sig: dict[str, tuple]) -> dict[st
 
 
 def _advice(changed: list[dict[str, Any]], reason: str = "") -> str:
-    if "cumulative_length_int" in reason and "==" not in reason.split("#")[0]:
+    if transformers_sliding_window.is_window_fill_guard(reason):
         return ("The static cache's sliding window filled up: decoding with a full window is the second "
                 "decode graph (compiled once).")
     dims = []

@@ -1,4 +1,4 @@
-"""Replaying random ops of checkpointed regions on neuron: run_and_save_rng_state / run_with_rng_state.
+"""Random ops of checkpointed regions in compiled neuron graphs cannot be replayed (torch 2.13).
 
 With activation checkpointing (Transformers' gradient_checkpointing, torch.utils.checkpoint) inside a
 compiled region, AOTAutograd's partitioner makes the backward recompute the region's random ops
@@ -8,6 +8,15 @@ through `run_with_rng_state` (run the op from that state). Both pick the generat
 of their tensor arguments, in a table that knows cpu/cuda/hpu/xpu only. Compiled neuron graphs run on
 neuron tensors (launch.py), whose random ops draw from the NeuronCore's generator: this adds neuron to
 both tables, with that generator.
+
+Why a shim: each table is a dict local to the HOP's BackendSelect kernel (torch/_prims/rng_prims.py,
+`impl_backend_select`), so there is nothing to register into. The shim wraps those two kernels: a call
+whose tensors are neuron tensors uses the core's generator, every other call goes to torch's kernel
+unchanged. Installed when Dynamo is first imported (compile/__init__.py), never by `import torch`.
+
+Upstream fix that removes it: rng_prims picks the generator of any device through its device module
+(`torch.get_device_module(device).get_rng_state/set_rng_state`, which PrivateUse1 devices provide)
+instead of a fixed cpu/cuda/hpu/xpu table.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from typing import Any
 import torch
 
 NEURON = "neuron"
+WRITTEN_FOR = "2.13."
 
 
 def _neuron_index(args: tuple, kwargs: dict) -> int | None:
@@ -57,9 +67,15 @@ def _run_with(original):
 _registered = False
 
 
-def register() -> None:
+def install() -> None:
     global _registered
     if _registered:
+        return
+    if not torch.__version__.startswith(WRITTEN_FOR):
+        import warnings
+        warnings.warn(f"torch_neuronx: the checkpoint RNG replay shim was written for torch {WRITTEN_FOR}x, not "
+                      f"{torch.__version__}: not installed (torch_neuronx/integrations/checkpoint_rng_replay.py)")
+        _registered = True
         return
     from torch._C import DispatchKey
     from torch._prims import rng_prims
