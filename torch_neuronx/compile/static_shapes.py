@@ -10,7 +10,9 @@ so the rules are kept in the two places Dynamo gives a backend:
   function compiled with the backend, before anything is traced): Dynamo's
   settings for those calls only, as torch.compile's own `dynamic=False` sets
   them (no automatic dynamic shapes), plus what Transformers' code needs
-  (integrations/transformers_*.py). Nothing is set outside those calls.
+  (integrations/transformers_*.py). Nothing is set outside those calls; while
+  they run, the settings are Dynamo's process-wide configuration, exactly as
+  torch.compile's own `dynamic=` setting is.
   torch.compile forwards the context through a shim
   (integrations/torch_compile_backend_context.py);
 - the backend itself, which Dynamo calls inside that context with each graph:
