@@ -43,14 +43,11 @@ def _run_backward_on_caller_thread() -> None:
     """
     import os
     if os.environ.get("TORCHNEURON_AUTOGRAD_THREADS", "0") != "1":
-        torch._C._set_multithreading_enabled(False)
+        torch.autograd.set_multithreading_enabled(False)
 
 
 def _register_compile_backend() -> None:
-    try:
-        from .compile import register as register_compile
-    except ImportError:
-        return
+    from .compile import register as register_compile
     register_compile()
 
 
@@ -61,8 +58,7 @@ def _install_integrations() -> None:
 
 
 def _register_distributed_backend() -> None:
-    try:
-        from .distributed import register as register_distributed
-    except ImportError:
+    if not torch.distributed.is_available():  # a torch build without c10d: nothing to register with
         return
+    from .distributed import register as register_distributed
     register_distributed()

@@ -99,11 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("ls", help="list the NeuronCores of the emulated instance").set_defaults(fn=_ls)
     sub.add_parser("info", help="versions and plugin state").set_defaults(fn=_info)
-    try:
-        from .compat import cli as compat_cli
-        compat_cli.add_parser(sub)
-    except ImportError:
-        pass
+    from .compat import cli as compat_cli
+    compat_cli.add_parser(sub)
     args = parser.parse_args(argv)
     return args.fn(args)
 

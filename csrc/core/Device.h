@@ -10,7 +10,5 @@ constexpr c10::DeviceType kNeuron = c10::DeviceType::PrivateUse1;
 // Current device of the calling thread (torch.neuron.set_device), as in CUDA.
 c10::DeviceIndex current_device();
 void set_current_device(c10::DeviceIndex index);
-// Raises the runtime's reason when it is unavailable, or an index error naming the valid range.
-void check_index(c10::DeviceIndex index);
 
 } // namespace neuron

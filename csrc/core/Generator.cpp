@@ -66,13 +66,13 @@ const at::Generator& default_generator(c10::DeviceIndex index) {
       gens->push_back(at::make_generator<NeuronGenerator>(static_cast<c10::DeviceIndex>(i)));
   });
   if (index == -1) index = current_device();
-  check_index(index);
+  rt::check_device(index);
   return (*gens)[index];
 }
 
 at::Generator new_generator(c10::DeviceIndex index) {
   if (index == -1) index = current_device();
-  check_index(index);
+  rt::check_device(index);
   return at::make_generator<NeuronGenerator>(index);
 }
 

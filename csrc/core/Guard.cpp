@@ -101,19 +101,10 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
 
 } // namespace
 
-void check_index(c10::DeviceIndex index) {
-  if (!rt::configured()) rt::hbm_bytes(index);  // raises the reason the runtime is unavailable
-  int n = rt::device_count();
-  TORCH_CHECK_INDEX(
-      index >= 0 && index < n, "Invalid device index neuron:", static_cast<int>(index),
-      ": this emulated instance exposes ", n, " NeuronCore(s) (valid indices 0..", n - 1,
-      "). Pick a valid index, or widen NEURON_RT_VISIBLE_CORES / TORCHNEURON_INSTANCE.");
-}
-
 c10::DeviceIndex current_device() { return t_current_device; }
 
 void set_current_device(c10::DeviceIndex index) {
-  check_index(index);
+  rt::check_device(index);
   t_current_device = index;
 }
 

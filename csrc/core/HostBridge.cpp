@@ -27,21 +27,25 @@ void release_adopted(void* ctx) {
 
 } // namespace
 
-at::Tensor host_alias(const at::Tensor& t) {
-  const c10::Storage& storage = t.storage();
-  void* data = const_cast<void*>(static_cast<const void*>(storage.data()));
-  c10::DataPtr ptr(data, new c10::Storage(storage), &release_alias, c10::Device(c10::DeviceType::CPU));
-  auto impl = c10::make_intrusive<c10::StorageImpl>(
-      c10::StorageImpl::use_byte_size_t(), storage.nbytes(), std::move(ptr), c10::GetCPUAllocator(),
-      /*resizable=*/true);
-  auto out = at::detail::make_tensor<c10::TensorImpl>(
-      c10::Storage(std::move(impl)), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+at::Tensor tensor_over(const at::Tensor& like, const c10::Storage& storage) {
+  auto key = storage.device_type() == kNeuron ? c10::DispatchKey::PrivateUse1 : c10::DispatchKey::CPU;
+  auto out = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(storage), c10::DispatchKeySet(key), like.dtype());
   auto* o = out.unsafeGetTensorImpl();
-  o->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-  if (t.is_conj()) o->_set_conj(true);
-  if (t.is_neg()) o->_set_neg(true);
+  o->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
+  if (like.is_conj()) o->_set_conj(true);
+  if (like.is_neg()) o->_set_neg(true);
   return out;
 }
+
+c10::Storage host_storage(const c10::Storage& storage) {
+  void* data = const_cast<void*>(storage.data());
+  c10::DataPtr ptr(data, new c10::Storage(storage), &release_alias, c10::Device(c10::DeviceType::CPU));
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), storage.nbytes(), std::move(ptr), c10::GetCPUAllocator(),
+      /*resizable=*/true));
+}
+
+at::Tensor host_alias(const at::Tensor& t) { return tensor_over(t, host_storage(t.storage())); }
 
 c10::Storage adopt_storage(const c10::Storage& host, c10::DeviceIndex device) {
   size_t nbytes = host.nbytes();
@@ -57,19 +61,9 @@ c10::Storage adopt_storage(const c10::Storage& host, c10::DeviceIndex device) {
       c10::StorageImpl::use_byte_size_t(), nbytes, std::move(ptr), device_allocator(), /*resizable=*/true));
 }
 
-at::Tensor wrap_on_storage(const at::Tensor& like, const c10::Storage& storage) {
-  auto out = at::detail::make_tensor<c10::TensorImpl>(
-      c10::Storage(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), like.dtype());
-  auto* o = out.unsafeGetTensorImpl();
-  o->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
-  if (like.is_conj()) o->_set_conj(true);
-  if (like.is_neg()) o->_set_neg(true);
-  return out;
-}
-
 at::Tensor from_host(const at::Tensor& host, c10::DeviceIndex device) {
   if (!host.defined()) return host;
-  return wrap_on_storage(host, adopt_storage(host.storage(), device));
+  return tensor_over(host, adopt_storage(host.storage(), device));
 }
 
 } // namespace neuron

@@ -11,12 +11,15 @@
 
 namespace neuron {
 
-// A CPU tensor over the same bytes as `device_tensor` (sizes, strides, offset, conj/neg bits).
+// A tensor with `like`'s geometry (sizes, strides, offset, dtype, conj/neg bits) over `storage`, on the
+// storage's device. The one place a tensor is made over an existing storage.
+at::Tensor tensor_over(const at::Tensor& like, const c10::Storage& storage);
+// A CPU storage over the same bytes as `device_storage`.
+c10::Storage host_storage(const c10::Storage& device_storage);
+// A CPU tensor over the same bytes as `device_tensor`.
 at::Tensor host_alias(const at::Tensor& device_tensor);
 // Turn a CPU storage produced by a host kernel into device storage without a copy.
 c10::Storage adopt_storage(const c10::Storage& host_storage, c10::DeviceIndex device);
-// A device tensor with `like`'s metadata over `storage`.
-at::Tensor wrap_on_storage(const at::Tensor& like, const c10::Storage& storage);
 // A fresh host tensor (not aliasing device memory) as a device tensor, zero-copy.
 at::Tensor from_host(const at::Tensor& host, c10::DeviceIndex device);
 

@@ -15,6 +15,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_configured", &neuron::rt::configured);
   m.def("_device_count", &neuron::rt::device_count);
   m.def("_hbm_bytes", &neuron::rt::hbm_bytes);
+  m.def("_check_device", &neuron::rt::check_device);
   m.def("_current_device", [] { return static_cast<int>(neuron::current_device()); });
   m.def("_set_device", [](int d) { neuron::set_current_device(static_cast<c10::DeviceIndex>(d)); });
   m.def("_synchronize", [](int d) {

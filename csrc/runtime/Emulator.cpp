@@ -56,11 +56,12 @@ void check_device(const State& s, int device) {
   TORCH_CHECK(s.configured, s.unavailable.empty()
                                 ? std::string("TorchNeuron runtime is not configured: import torch_neuronx first")
                                 : "TorchNeuron runtime unavailable: " + s.unavailable);
-  TORCH_CHECK(
-      device >= 0 && device < static_cast<int>(s.budget.size()),
-      "Invalid device index neuron:", device, ": this emulated instance exposes ", s.budget.size(),
-      " NeuronCore(s) (valid indices 0..", static_cast<int>(s.budget.size()) - 1,
-      "). Choose another index, or widen NEURON_RT_VISIBLE_CORES / TORCHNEURON_INSTANCE.");
+  int n = static_cast<int>(s.budget.size());
+  TORCH_CHECK_VALUE(
+      device >= 0 && device < n, "Invalid device index neuron:", device, ": ", n,
+      " NeuronCore(s) are visible to this process (valid indices 0..", n - 1,
+      "). Use one of those, or make more cores visible: NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES, "
+      "or a larger TORCHNEURON_INSTANCE.");
 }
 
 } // namespace
@@ -86,6 +87,8 @@ void set_unavailable(const std::string& reason) {
   s.unavailable = reason;
 }
 int device_count() { return static_cast<int>(state().budget.size()); }
+
+void check_device(int device) { check_device(state(), device); }
 
 int64_t hbm_bytes(int device) {
   auto& s = state();

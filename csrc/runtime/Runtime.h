@@ -31,6 +31,9 @@ bool configured();
 // Record why the runtime could not start (bad environment); every device use reports it.
 void set_unavailable(const std::string& reason);
 int device_count();
+// Raises the reason the runtime is unavailable, or the one invalid-device error (the index, how many
+// cores are visible, how to make more visible).
+void check_device(int device);
 int64_t hbm_bytes(int device);
 const std::string& label(int device);
 

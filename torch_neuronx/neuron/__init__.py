@@ -76,12 +76,10 @@ def _index(device: Any = None, optional: bool = True) -> int:
 
 
 def _checked(index: int) -> int:
-    n = device_count()
-    if not 0 <= index < n:
-        init()
-        raise ValueError(f"Invalid device index neuron:{index}: this emulated instance exposes {n} NeuronCore(s) "
-                         f"(valid indices 0..{n - 1}). Pick a valid index, or widen NEURON_RT_VISIBLE_CORES / "
-                         f"TORCHNEURON_INSTANCE.")
+    """`index`, if it names a visible core; else the runtime's one invalid-device error (ValueError)."""
+    if not 0 <= index < device_count():
+        init()  # an unavailable runtime reports its own cause first
+        _C._check_device(index)
     return index
 
 

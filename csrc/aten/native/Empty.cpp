@@ -2,39 +2,42 @@
 #include "aten/native/Native.h"
 #include "core/Allocator.h"
 #include "core/Device.h"
+#include "runtime/Runtime.h"
 
 #include <ATen/EmptyTensor.h>
 #include <c10/core/DeviceGuard.h>
 
 namespace neuron::native {
-namespace {
 
 c10::DeviceIndex index_of(std::optional<c10::Device> device) {
   if (!device || !device->has_index()) return current_device();
   TORCH_CHECK(device->type() == kNeuron, "expected a neuron device, got ", *device);
-  check_index(device->index());
+  rt::check_device(device->index());
   return device->index();
 }
 
-} // namespace
+at::Tensor empty_on_core(c10::DeviceIndex index, at::IntArrayRef size, std::optional<at::IntArrayRef> stride,
+                         at::ScalarType dtype, std::optional<at::MemoryFormat> memory_format) {
+  // The allocator serves the current device: make the tensor's core current while it allocates.
+  std::optional<c10::DeviceGuard> guard;
+  if (index != current_device()) guard.emplace(c10::Device(kNeuron, index));
+  auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+  if (stride) return at::detail::empty_strided_generic(size, *stride, device_allocator(), keys, dtype);
+  return at::detail::empty_generic(size, device_allocator(), keys, dtype, memory_format);
+}
 
 at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
                                std::optional<at::Layout> layout, std::optional<at::Device> device,
                                std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
   TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
-  c10::DeviceGuard guard(c10::Device(kNeuron, index_of(device)));
-  return at::detail::empty_generic(size, device_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                   c10::dtype_or_default(dtype), memory_format);
+  return empty_on_core(index_of(device), size, std::nullopt, c10::dtype_or_default(dtype), memory_format);
 }
 
 at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::optional<at::ScalarType> dtype,
                          std::optional<at::Layout> layout, std::optional<at::Device> device,
                          std::optional<bool> pin_memory) {
   TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
-  c10::DeviceGuard guard(c10::Device(kNeuron, index_of(device)));
-  return at::detail::empty_strided_generic(size, stride, device_allocator(),
-                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                           c10::dtype_or_default(dtype));
+  return empty_on_core(index_of(device), size, stride, c10::dtype_or_default(dtype), std::nullopt);
 }
 
 } // namespace neuron::native

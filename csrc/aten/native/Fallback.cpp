@@ -12,6 +12,7 @@
 #include "runtime/Runtime.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/SmallVector.h>
 
 #include <atomic>
 #include <mutex>
@@ -78,12 +79,13 @@ struct Call {
   c10::optional<c10::DeviceIndex> device;
   const at::Tensor* first_neuron = nullptr;
   const at::Tensor* first_host = nullptr;
+  // Inline capacity for a typical op, so a call allocates nothing for its bookkeeping.
   // device StorageImpl -> host alias storage (one per storage, so aliasing is preserved)
-  std::vector<std::pair<c10::StorageImpl*, c10::Storage>> aliases;
+  c10::SmallVector<std::pair<c10::StorageImpl*, c10::Storage>, 4> aliases;
   // host StorageImpl -> device storage (aliases, and fresh outputs once adopted)
-  std::vector<std::pair<c10::StorageImpl*, c10::Storage>> to_device;
+  c10::SmallVector<std::pair<c10::StorageImpl*, c10::Storage>, 6> to_device;
   // argument tensors and their host aliases, for write-back of metadata
-  std::vector<std::pair<at::Tensor, at::Tensor>> written;
+  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> written;
 
   void see(const at::Tensor& t) {
     if (!t.defined()) return;
@@ -109,21 +111,12 @@ struct Call {
     if (!is_neuron(t)) return t;
     auto* impl = t.storage().unsafeGetStorageImpl();
     for (auto& [dev, host] : aliases) {
-      if (dev == impl) return alias_on(t, host);
+      if (dev == impl) return tensor_over(t, host);
     }
-    at::Tensor a = host_alias(t);
-    aliases.emplace_back(impl, a.storage());
-    to_device.emplace_back(a.storage().unsafeGetStorageImpl(), t.storage());
-    return a;
-  }
-
-  static at::Tensor alias_on(const at::Tensor& t, const c10::Storage& host) {
-    auto out = at::detail::make_tensor<c10::TensorImpl>(
-        c10::Storage(host), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
-    out.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-    if (t.is_conj()) out.unsafeGetTensorImpl()->_set_conj(true);
-    if (t.is_neg()) out.unsafeGetTensorImpl()->_set_neg(true);
-    return out;
+    c10::Storage host = host_storage(t.storage());
+    aliases.emplace_back(impl, host);
+    to_device.emplace_back(host.unsafeGetStorageImpl(), t.storage());
+    return tensor_over(t, host);
   }
 
   c10::DeviceIndex out_device() const { return device ? *device : current_device(); }
@@ -135,11 +128,11 @@ struct Call {
     }
     auto* impl = h.storage().unsafeGetStorageImpl();
     for (auto& [host, dev] : to_device) {
-      if (host == impl) return wrap_on_storage(h, dev);
+      if (host == impl) return tensor_over(h, dev);
     }
     c10::Storage dev = adopt_storage(h.storage(), out_device());
     to_device.emplace_back(impl, dev);
-    return wrap_on_storage(h, dev);
+    return tensor_over(h, dev);
   }
 
   // A host kernel may resize an out= argument (new host allocation) or
@@ -172,18 +165,10 @@ void check_fp64(const OpInfo& info, const at::Tensor& t) {
   }
 }
 
-void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
-  OpInfo* info = op_info(op);
-  info->calls.fetch_add(1, std::memory_order_relaxed);
-  const auto& schema = op.schema();
-  const size_t nargs = schema.arguments().size();
-  const size_t begin = stack->size() - nargs;
-  Call call{info};
-  bool fp64_check = g_fp64_mode.load(std::memory_order_relaxed) != 0;
-
-  // Pass 1: find the device, reject mixed devices as CUDA does.
-  for (size_t i = 0; i < nargs; ++i) {
-    const c10::IValue& v = (*stack)[begin + i];
+// Pass 1: find the call's device and reject mixed devices as CUDA does.
+void find_device(Call& call, const torch::jit::Stack& stack, size_t begin, size_t nargs) {
+  for (size_t i = begin; i < begin + nargs; ++i) {
+    const c10::IValue& v = stack[i];
     if (v.isTensor()) {
       call.see(v.toTensor());
     } else if (v.isTensorList()) {
@@ -195,65 +180,68 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::
       call.device = v.toDevice().has_index() ? v.toDevice().index() : current_device();
     }
   }
-  if (call.device && call.first_host && !info->allows_host_tensors) call.mismatch(*call.first_neuron, *call.first_host);
+  if (call.device && call.first_host && !call.info->allows_host_tensors)
+    call.mismatch(*call.first_neuron, *call.first_host);
+}
 
-  // Pass 2: swap neuron tensors for host aliases.
-  const auto& mut = info->mutable_args;
+// A list argument (e.g. Tensor?[] indices) with its neuron tensors swapped for host aliases.
+c10::IValue list_to_host(Call& call, const c10::IValue& v) {
+  auto list = v.toList();
+  bool any = false;
+  for (const c10::IValue& e : list)
+    if (e.isTensor() && is_neuron(e.toTensor())) any = true;
+  if (!any) return v;
+  c10::impl::GenericList hosts(list.elementType());
+  for (const c10::IValue& e : list) hosts.push_back(e.isTensor() ? c10::IValue(call.to_host(e.toTensor())) : e);
+  return hosts;
+}
+
+// Pass 2: swap neuron tensors (and devices, and generators) for their host counterparts; remember the
+// arguments the op may write, to carry resizes back.
+void arguments_to_host(Call& call, torch::jit::Stack& stack, size_t begin, size_t nargs) {
+  const auto& mut = call.info->mutable_args;
+  bool fp64_check = g_fp64_mode.load(std::memory_order_relaxed) != 0;
   for (size_t i = 0; i < nargs; ++i) {
-    c10::IValue& v = (*stack)[begin + i];
+    c10::IValue& v = stack[begin + i];
     bool is_mut = std::find(mut.begin(), mut.end(), i) != mut.end();
     if (v.isTensor()) {
-      at::Tensor t = v.toTensor();
+      const at::Tensor& t = v.toTensor();
       if (!is_neuron(t)) continue;
-      if (fp64_check) check_fp64(*info, t);
+      if (fp64_check) check_fp64(*call.info, t);
       at::Tensor h = call.to_host(t);
       if (is_mut) call.written.emplace_back(t, h);
       v = std::move(h);
     } else if (v.isTensorList()) {
       c10::List<at::Tensor> hosts;
       for (const at::Tensor& t : v.toTensorList()) {
-        if (fp64_check) check_fp64(*info, t);
+        if (fp64_check) check_fp64(*call.info, t);
         at::Tensor h = call.to_host(t);
         if (is_mut && is_neuron(t)) call.written.emplace_back(t, h);
         hosts.push_back(std::move(h));
       }
       v = std::move(hosts);
     } else if (v.isList()) {
-      auto list = v.toList();
-      bool any = false;
-      for (const c10::IValue& e : list)
-        if (e.isTensor() && is_neuron(e.toTensor())) any = true;
-      if (!any) continue;
-      c10::impl::GenericList hosts(list.elementType());
-      for (const c10::IValue& e : list) {
-        if (e.isTensor()) {
-          hosts.push_back(call.to_host(e.toTensor()));
-        } else {
-          hosts.push_back(e);
-        }
-      }
-      v = std::move(hosts);
+      v = list_to_host(call, v);
     } else if (v.isDevice() && v.toDevice().type() == kNeuron) {
       v = c10::Device(c10::DeviceType::CPU);
     }
   }
-  for (size_t i : info->generator_args) {
-    c10::IValue& v = (*stack)[begin + i];
+  // Random ops draw from the core's generator, through the host engine behind it.
+  for (size_t i : call.info->generator_args) {
+    c10::IValue& v = stack[begin + i];
     if (v.isNone()) {
       v = host_engine(default_generator(call.out_device()));
     } else if (v.isGenerator() && v.toGenerator().device().type() == kNeuron) {
       v = host_engine(v.toGenerator());
     }
   }
+}
 
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
-
+// Pass 3: the host kernel's results as neuron tensors.
+void results_to_device(Call& call, torch::jit::Stack& stack, size_t nret) {
   for (auto& [arg, alias] : call.written) call.write_back(arg, alias);
-
-  const size_t nret = schema.returns().size();
-  const size_t rbegin = stack->size() - nret;
-  for (size_t i = 0; i < nret; ++i) {
-    c10::IValue& v = (*stack)[rbegin + i];
+  for (size_t i = stack.size() - nret; i < stack.size(); ++i) {
+    c10::IValue& v = stack[i];
     if (v.isTensor()) {
       v = call.to_device_tensor(v.toTensor());
     } else if (v.isTensorList()) {
@@ -263,7 +251,8 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::
     } else if (v.isList()) {
       auto list = v.toList();
       c10::impl::GenericList outs(list.elementType());
-      for (const c10::IValue& e : list) outs.push_back(e.isTensor() ? c10::IValue(call.to_device_tensor(e.toTensor())) : e);
+      for (const c10::IValue& e : list)
+        outs.push_back(e.isTensor() ? c10::IValue(call.to_device_tensor(e.toTensor())) : e);
       v = std::move(outs);
     }
   }
@@ -271,8 +260,16 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::
 
 } // namespace
 
-void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
-  neuron_fallback(op, keys, stack);
+void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  Call call{op_info(op)};
+  call.info->calls.fetch_add(1, std::memory_order_relaxed);
+  const auto& schema = op.schema();
+  const size_t nargs = schema.arguments().size();
+  const size_t begin = stack->size() - nargs;
+  find_device(call, *stack, begin, nargs);
+  arguments_to_host(call, *stack, begin, nargs);
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  results_to_device(call, *stack, schema.returns().size());
 }
 
 void set_fp64_mode(int mode) { g_fp64_mode.store(mode); }

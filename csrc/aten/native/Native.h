@@ -17,7 +17,11 @@
 
 namespace neuron::native {
 
-// Empty.cpp
+// Empty.cpp: every fresh neuron tensor is allocated by empty_on_core (strides when given, else contiguous
+// in memory_format) on core `index`; index_of checks a requested device and picks the current one by default.
+c10::DeviceIndex index_of(std::optional<c10::Device> device);
+at::Tensor empty_on_core(c10::DeviceIndex index, at::IntArrayRef size, std::optional<at::IntArrayRef> stride,
+                         at::ScalarType dtype, std::optional<at::MemoryFormat> memory_format);
 at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
                                std::optional<at::Layout> layout, std::optional<at::Device> device,
                                std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format);
