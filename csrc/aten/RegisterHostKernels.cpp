@@ -1,9 +1,7 @@
 // Registration of the hot elementwise ops that run the host's compute kernels
-// directly on device memory (aten/native/HostKernels.h explains how), and the
-// compute stubs the device shares with the host.
+// directly on device memory (aten/native/HostKernels.h explains how).
 #include "aten/native/HostKernels.h"
 
-#if defined(__x86_64__) || defined(_M_X64)
 namespace neuron::host_kernels {
 namespace {
 
@@ -43,30 +41,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 #undef NEURON_UNARY
 }
 
-// The compute stubs the kernels above call with device type PrivateUse1.
-const bool g_stubs_shared = [] {
-  share_with_device(native::add_stub);
-  share_with_device(native::mul_stub);
-  share_with_device(native::div_true_stub);
-  share_with_device(native::maximum_stub);
-  share_with_device(native::minimum_stub);
-  share_with_device(native::pow_tensor_scalar_stub);
-  share_with_device(native::neg_stub);
-  share_with_device(native::exp_stub);
-  share_with_device(native::log_stub);
-  share_with_device(native::sqrt_stub);
-  share_with_device(native::rsqrt_stub);
-  share_with_device(native::reciprocal_stub);
-  share_with_device(native::sigmoid_stub);
-  share_with_device(native::tanh_stub);
-  share_with_device(native::silu_stub);
-  // scaled_dot_product_attention asks this stub which kernel to use; sharing the host's
-  // choice gives neuron the CPU's fused flash-attention kernel (through the fallback)
-  // instead of the unfused math path, which is slower and rounds differently from CPU.
-  share_with_device(native::_fused_sdp_choice_stub);
+// scaled_dot_product_attention asks this stub which kernel to use; giving neuron the host's choice
+// gives it the CPU's fused flash-attention kernel (through the fallback) instead of the unfused math
+// path, which is slower and rounds differently from CPU. The host's choice function is one
+// ISA-independent function that libtorch registers as every CPU variant of the stub, its DEFAULT
+// among them.
+const bool g_sdp_choice_shared = [] {
+  native::_fused_sdp_choice_stub.set_privateuse1_dispatch_ptr(native::_fused_sdp_choice_stub.DEFAULT);
   return true;
 }();
 
 } // namespace
 } // namespace neuron::host_kernels
-#endif

@@ -8,10 +8,10 @@
 // TensorIterator ops, whose CPU implementation is split into a device-neutral
 // part (meta: shapes, type promotion, output allocation through a virtual
 // hook) and a compute stub looked up by device type. So a neuron kernel is
-// just: the same structured class with outputs allocated on the core, plus the
-// CPU compute kernel registered as the stub's PrivateUse1 entry. Device memory
-// is host RAM, so the CPU kernel computes on it in place; TensorIterator does
-// the device checks and raises CUDA's mixed-device errors.
+// just: the same structured class with outputs allocated on the core, whose
+// compute then runs the stub's CPU kernel. Device memory is host RAM, so the
+// CPU kernel computes on it in place; TensorIterator does the device checks
+// and raises CUDA's mixed-device errors.
 //
 // One CPU behaviour has no PrivateUse1 counterpart: for CPU tensors,
 // TensorIterator casts inputs of another dtype to the common dtype (CPU
@@ -20,20 +20,18 @@
 // path casts them (not for bf16/fp16, whose CPU kernels read the number at
 // full precision).
 //
+// ISA-neutral: nothing here names a CPU variant. After meta() the iterator is
+// marked as a host iterator (OnHost below), so the structured kernel's own
+// impl(), compiled inside libtorch, calls its compute stub for the CPU and
+// libtorch picks its variant for this machine (AVX2/AVX512 on x86-64,
+// NEON/SVE on aarch64), exactly as for a CPU tensor.
+//
 // This header holds the kernel templates; aten/RegisterHostKernels.cpp
-// registers them per op and shares the compute stubs with the device.
+// registers them per op.
 #pragma once
-#if defined(__x86_64__) || defined(_M_X64)
-// libtorch_cpu for x86-64 is built with AVX2 and AVX512 kernel variants; the
-// macros declare those variants' entry points (DispatchStub.h), as in its build.
-#ifndef HAVE_AVX512_CPU_DEFINITION
-#define HAVE_AVX512_CPU_DEFINITION
-#endif
-#ifndef HAVE_AVX2_CPU_DEFINITION
-#define HAVE_AVX2_CPU_DEFINITION
-#endif
 
 #include "aten/native/Fallback.h"
+#include "aten/native/Native.h"
 #include "core/Allocator.h"
 #include "core/Device.h"
 
@@ -41,7 +39,6 @@
 #include <ATen/Operators.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/TensorIterator.h>
-#include <ATen/Version.h>
 #include <ATen/native/Activation.h>
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/CPUFallback.h>
@@ -70,39 +67,27 @@
 
 namespace neuron::host_kernels {
 
-// The CPU variant ATen itself picks for this machine (DispatchStub.cpp's choice,
-// which honours ATEN_CPU_CAPABILITY).
-template <class Stub>
-typename Stub::FnPtr host_variant() {
-  static const std::string capability = at::get_cpu_capability();
-  if (capability == "AVX512" && Stub::AVX512) return Stub::AVX512;
-  if ((capability == "AVX512" || capability == "AVX2") && Stub::AVX2) return Stub::AVX2;
-  return Stub::DEFAULT;
-}
-
-template <class Stub>
-void share_with_device(Stub& stub) {
-  auto fn = host_variant<Stub>();
-  TORCH_CHECK(fn, "torch_neuronx: no host kernel in ATen for a compute stub the neuron device shares");
-  stub.set_privateuse1_dispatch_ptr(fn);
-}
-
 inline at::Tensor device_empty(at::IntArrayRef sizes, at::IntArrayRef strides, const at::TensorOptions& options) {
-  c10::DeviceIndex index = options.device().has_index() ? options.device().index() : current_device();
-  std::optional<c10::DeviceGuard> guard;
-  if (index != current_device()) guard.emplace(c10::Device(kNeuron, index));
-  auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
-  if (strides.empty()) {
-    return at::detail::empty_generic(sizes, device_allocator(), keys, options.dtype().toScalarType(),
-                                     options.memory_format_opt());
-  }
-  return at::detail::empty_strided_generic(sizes, strides, device_allocator(), keys,
-                                           options.dtype().toScalarType());
+  auto stride = strides.empty() ? std::nullopt : std::optional<at::IntArrayRef>(strides);
+  return native::empty_on_core(native::index_of(options.device_opt()), sizes, stride,
+                               options.dtype().toScalarType(), options.memory_format_opt());
 }
+
+// A structured kernel that computes on the host once meta() has checked devices and placed its output
+// on the core. The operands' bytes are host-addressable device memory (the host kernel path exists only
+// for such a runtime, see docs/runtime.md), so marking every operand and the iterator as CPU makes
+// impl() call the stub's CPU kernel; the tensors themselves stay neuron tensors.
+template <class Kernel>
+struct OnHost : Kernel {
+  void compute_on_host() {
+    for (auto& operand : this->operands_) operand.device = c10::Device(c10::DeviceType::CPU);
+    this->common_device_ = c10::Device(c10::DeviceType::CPU);
+  }
+};
 
 // A structured kernel whose output is a fresh tensor on the core.
 template <class Kernel>
-struct Functional final : Kernel {
+struct Functional final : OnHost<Kernel> {
   at::Tensor out;
   void set_output_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides, at::TensorOptions options)
       override {
@@ -118,7 +103,7 @@ struct Functional final : Kernel {
 
 // A structured kernel writing into its first argument.
 template <class Kernel>
-struct InPlace final : Kernel {
+struct InPlace final : OnHost<Kernel> {
   explicit InPlace(const at::Tensor& self) : self(self) {}
   const at::Tensor& self;
   void set_output_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides, at::TensorOptions options)
@@ -181,6 +166,7 @@ at::Tensor functional(const Args&... args) {
   Functional<Kernel> k;
   k.meta(args...);
   if (!one_dtype(k)) return boxed_fallback<Op>(args...);
+  k.compute_on_host();
   k.impl(args..., k.out);
   return std::move(k.out);
 }
@@ -190,6 +176,7 @@ at::Tensor& inplace(at::Tensor& self, const Rest&... rest) {
   InPlace<Kernel> k(self);
   k.meta(self, rest...);
   if (!one_dtype(k)) return boxed_fallback<Op>(self, rest...);
+  k.compute_on_host();
   k.impl(self, rest..., self);
   return self;
 }
@@ -201,6 +188,7 @@ at::Tensor binary(const at::Tensor& self, const at::Tensor& other, const Rest&..
     Functional<Kernel> k;
     k.meta(self, number, rest...);
     if (one_dtype(k)) {
+      k.compute_on_host();
       k.impl(self, number, rest..., k.out);
       return std::move(k.out);
     }
@@ -216,6 +204,7 @@ at::Tensor& binary_(at::Tensor& self, const at::Tensor& other, const Rest&... re
     InPlace<Kernel> k(self);
     k.meta(self, number, rest...);
     if (one_dtype(k)) {
+      k.compute_on_host();
       k.impl(self, number, rest..., self);
       return self;
     }
@@ -225,4 +214,3 @@ at::Tensor& binary_(at::Tensor& self, const at::Tensor& other, const Rest&... re
 }
 
 } // namespace neuron::host_kernels
-#endif
