@@ -10,9 +10,9 @@ so the rules are kept in the two places Dynamo gives a backend:
   function compiled with the backend, before anything is traced): Dynamo's
   settings for those calls only, as torch.compile's own `dynamic=False` sets
   them (no automatic dynamic shapes), plus what Transformers' code needs
-  (integrations/transformers_*.py). Nothing is set outside those calls; while
-  they run, the settings are Dynamo's process-wide configuration, exactly as
-  torch.compile's own `dynamic=` setting is.
+  (integrations/transformers_*.py). Nothing is set outside those calls, and
+  the settings are the calling thread's only (torch's configuration patches
+  are context variables), as torch.compile's own `dynamic=` setting is.
   torch.compile forwards the context through a shim
   (integrations/torch_compile_backend_context.py);
 - the backend itself, which Dynamo calls inside that context with each graph:
@@ -26,8 +26,7 @@ compile under these rules.
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -42,18 +41,29 @@ DYNAMIC_REJECTED = (
     "True) and pad inputs to fixed sizes (e.g. sequence length to a multiple of 128, a static KV cache for "
     "generation) so that one compiled graph serves all steps.")
 
-@contextlib.contextmanager
-def dynamo_settings() -> Iterator[None]:
-    """The backend context: Dynamo's settings while a function compiled with Neuron's rules runs."""
-    import torch._dynamo.config as dynamo_config
-    compiler_config = torch.compiler.config
-    with dynamo_config.patch(
-            automatic_dynamic_shapes=False,  # as dynamic=False: a new shape is a new static graph
-            ignore_logging_functions=transformers_warning_once.ignore_logging_functions(
-                dynamo_config.ignore_logging_functions)), \
-            compiler_config.patch(dynamic_sources=transformers_sliding_window.dynamic_sources(
-                compiler_config.dynamic_sources)):
-        yield
+class dynamo_settings:
+    """The backend context: Dynamo's settings while a function compiled with Neuron's rules runs.
+
+    Entered by Dynamo around every call, so it is cheap: the settings go through the configuration's
+    low-overhead patcher, the one torch.compile's own `dynamic=` goes through (~25 us a call, where
+    `config.patch` costs ~90 us).
+    """
+
+    def __enter__(self) -> None:
+        import torch._dynamo.config as dynamo_config
+        compiler_config = torch.compiler.config
+        self._reverts = [
+            dynamo_config._make_closure_patcher(
+                automatic_dynamic_shapes=False,  # as dynamic=False: a new shape is a new static graph
+                ignore_logging_functions=transformers_warning_once.ignore_logging_functions(
+                    dynamo_config.ignore_logging_functions))(),
+            compiler_config._make_closure_patcher(
+                dynamic_sources=transformers_sliding_window.dynamic_sources(compiler_config.dynamic_sources))(),
+        ]
+
+    def __exit__(self, *exc_info: Any) -> None:
+        for revert in reversed(self._reverts):
+            revert()
 
 
 def follows_neuron_rules(backend: Any) -> Any:
