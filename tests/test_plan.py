@@ -49,3 +49,145 @@ dist.destroy_process_group()
 print("OK")
 """)
     assert r.returncode == 0 and "OK" in r.stdout, r.stdout[-2000:] + r.stderr[-4000:]
+
+
+# ---- torchneuron plan -------------------------------------------------------------------------------------------
+
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+import pytest  # noqa: E402
+
+from helpers import ROOT  # noqa: E402
+
+GIB = 1 << 30
+# One decoder layer with a very wide MLP: 2.46 B parameters whose AdamW step does not fit one 16 GiB trn1 core,
+# fits two cores with TP=2, and does not fit two with FSDP=2 (FSDP gathers the one layer whole). Tiny activations.
+WIDE = dict(model_type="llama", hidden_size=4096, intermediate_size=196608, num_hidden_layers=1, num_attention_heads=32,
+            num_key_value_heads=8, vocab_size=128, max_position_embeddings=512, tie_word_embeddings=False)
+TINY = dict(model_type="llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=8,
+            num_key_value_heads=4, vocab_size=512, max_position_embeddings=512, tie_word_embeddings=False)
+
+
+def _config(tmp_path, cfg, name="config.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+def _plan_cli(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "torch_neuronx.cli", "plan", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
+def test_plan_cli_preset_json():
+    """A bundled preset at full size (Mistral 7B, TP=8 x FSDP=8 on trn2.48xlarge): the numbers are the model's, the
+    categories sum to the total, the estimate is labelled and positive."""
+    r = _plan_cli("--model", "mistral-7b", "--instance", "trn2.48xlarge", "--tp", "8", "--fsdp", "8", "--seq", "256",
+                  "--json")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    p = json.loads(r.stdout)
+    assert (p["tp"], p["fsdp"], p["cores"], p["hbm_per_core"], p["lnc"]) == (8, 8, 64, 24 * GIB, 2)
+    assert 7.2e9 < p["parameters"] < 7.3e9, p["parameters"]          # Mistral-7B-v0.3: 7.25 B
+    cats = p["by_category"]
+    assert sum(cats.values()) == p["peak_per_core"]
+    assert cats["runtime_reserve"] == 2 * 96 * 10**6                   # 96 MB per physical core, LNC=2
+    shard = 2 * p["parameters"] / 64                                   # bf16 parameters over 64 cores
+    assert 0.95 * shard < cats["parameters"] < 1.1 * shard, (cats["parameters"], shard)
+    assert 1.9 * shard < cats["optimizer_state"] < 2.2 * shard         # AdamW: two moments in the parameter dtype
+    assert cats["activations"] > 0 and cats["collective_buffers"] > 0
+    assert p["fits"] and p["margin_bytes"] == p["hbm_per_core"] - p["peak_per_core"]
+    e = p["estimate"]
+    assert e["label"] == "estimate" and e["assumptions"]
+    assert e["step_seconds"] >= e["compute_seconds"] > 0 and e["collective_seconds"] > 0
+    assert e["tokens_per_step"] == 256 * 8 and e["tokens_per_second"] > 0
+
+
+def test_plan_bad_inputs():
+    """Heads TP does not divide, an unknown instance, an unknown model: exit 1 with what works."""
+    r = _plan_cli("--model", "qwen2.5-7b", "--instance", "trn2.48xlarge", "--tp", "8")
+    assert r.returncode == 1, r.stderr
+    assert "28 attention heads" in r.stderr and "4 key/value heads" in r.stderr, r.stderr
+    assert "TP degrees that work on this instance: 1, 2, 4" in r.stderr, r.stderr
+    r = _plan_cli("--model", "llama-3.1-8b", "--instance", "trn9.colossal")
+    assert r.returncode == 1 and "unknown instance 'trn9.colossal'" in r.stderr, r.stderr
+    assert "trn1.32xlarge" in r.stderr and "trn2.48xlarge" in r.stderr, r.stderr
+    r = _plan_cli("--model", "no-such-model", "--instance", "trn2.48xlarge")
+    assert r.returncode == 1 and "llama-3.1-70b" in r.stderr and "mixtral-8x7b" in r.stderr, r.stderr
+    r = _plan_cli("--model", "llama-3.1-8b", "--instance", "trn1.32xlarge", "--tp", "4", "--fsdp", "8")
+    assert r.returncode == 1 and "collectives accept groups of" in r.stderr, r.stderr   # trn1: 1, 2, 8, 16, 32k
+
+
+def test_plan_layout_that_does_not_fit_names_the_best_that_does(tmp_path):
+    cfg = _config(tmp_path, WIDE)
+    r = _plan_cli("--model", cfg, "--instance", "trn1.2xlarge", "--tp", "1", "--fsdp", "1", "--seq", "64", "--json")
+    assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-3000:]
+    p = json.loads(r.stdout)
+    assert not p["fits"] and p["margin_bytes"] < 0
+    assert p["by_category"]["parameters"] > 4.8e9                     # 2.46 B bf16 parameters on one core
+    best = p["best_fitting_layout"]
+    assert best["fits"] and (best["tp"], best["fsdp"]) == (2, 1), best
+    assert "does not fit trn1.2xlarge" in r.stderr and "Best layout that fits: TP=2 x FSDP=1" in r.stderr, r.stderr
+
+
+def test_plan_sweep_ranks_fitting_layouts_first(tmp_path):
+    cfg = _config(tmp_path, WIDE)
+    r = _plan_cli("--model", cfg, "--instance", "trn1.2xlarge", "--seq", "64", "--sweep", "--json")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    s = json.loads(r.stdout)
+    layouts = [(p["tp"], p["fsdp"]) for p in s["plans"]]
+    assert sorted(layouts) == [(1, 2), (2, 1)], layouts
+    assert layouts[0] == (2, 1) and s["best"] == "TP=2 x FSDP=1"
+    assert [p["fits"] for p in s["plans"]] == [True, False]
+    # tables too: a terminal run prints the ranked layouts
+    r = _plan_cli("--model", cfg, "--instance", "trn1.2xlarge", "--seq", "64", "--sweep")
+    assert r.returncode == 0 and "TP=2 x FSDP=1" in r.stdout and "ranked" in r.stdout, r.stdout
+
+
+def test_sweep_order_rule():
+    """Fitting layouts first, fastest estimate first; then the others, closest to fitting first."""
+    from torch_neuronx.plan.planner import _rank
+
+    class E:
+        def __init__(self, s):
+            self.step_seconds = s
+
+    class P:
+        def __init__(self, name, fits, margin, s):
+            self.name, self.fits, self.margin_bytes, self.estimate = name, fits, margin, E(s)
+
+    plans = [P("slow-fit", True, 5, 2.0), P("miss-far", False, -9, 0.1), P("fast-fit", True, 1, 1.0),
+             P("miss-near", False, -1, 0.5)]
+    assert [p.name for p in sorted(plans, key=_rank)] == ["fast-fit", "slow-fit", "miss-near", "miss-far"]
+
+
+@pytest.mark.parametrize("dtype,checkpointing", [("bf16", False), ("fp32", True)])
+def test_planned_peak_matches_the_emulator_one_process(tmp_path, dtype, checkpointing):
+    """The planned per-core peak of a tiny Llama's step against the same step run for real on the emulator."""
+    cfg = _config(tmp_path, TINY)
+    r = run_python(f"""
+import torch
+from torch_neuronx.plan.config import load_config
+from torch_neuronx.plan.measure import measure_step
+from torch_neuronx.plan.step import StepSpec
+from torch_neuronx.plan.trace import trace_step
+config, _ = load_config({cfg!r})
+spec = StepSpec(seq=128, batch=2, dtype={dtype!r}, activation_checkpointing={checkpointing})
+planned = trace_step(config, spec).peak_bytes
+real = measure_step(config, spec, torch.device("neuron", 0))
+print("RATIO", planned, real["peak_bytes"], planned / real["peak_bytes"])
+""")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    planned, measured, ratio = r.stdout.split("RATIO")[1].split()
+    assert 0.95 <= float(ratio) <= 1.05, (planned, measured)
+
+
+@pytest.mark.slow
+def test_planned_peak_matches_the_emulator_two_ranks():
+    """FSDP=2 and TP=2 under torchrun (bench/plan_accuracy.py's cases with two ranks)."""
+    r = subprocess.run([sys.executable, "bench/plan_accuracy.py", "--models", "tiny-llama", "--max-world", "2",
+                        "--seq", "128"], capture_output=True, text=True, cwd=ROOT, timeout=1200)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "3 cases" in r.stdout and "all within 0.95-1.05" in r.stdout, r.stdout

@@ -3,6 +3,7 @@
   torchneuron ls       NeuronCores of the emulated instance (like neuron-ls)
   torchneuron info     versions and plugin state
   torchneuron compat   compatibility matrix of Transformers causal-LM architectures
+  torchneuron plan     will a training step fit each NeuronCore, with which layout, how fast (docs/plan.md)
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("info", help="versions and plugin state").set_defaults(fn=_info)
     from .compat import cli as compat_cli
     compat_cli.add_parser(sub)
+    from .plan import cli as plan_cli
+    plan_cli.add_parser(sub)
     args = parser.parse_args(argv)
     return args.fn(args)
 
