@@ -29,7 +29,7 @@ struct DeviceAllocator final : c10::DeviceAllocator {
   }
   c10::DeleterFnPtr raw_deleter() const override { return &delete_device_memory; }
   void copy_data(void* dst, const void* src, size_t count) const override {
-    rt::copy(dst, src, count);
+    rt::copy_device_to_device(dst, 0, src, 0, count);
   }
 
   bool initialized() override { return rt::configured(); }
@@ -109,6 +109,21 @@ bool is_pinned(const void* ptr) {
   return r.ptrs.count(ptr) > 0;
 }
 
+c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes) {
+  c10::DeviceIndex prev = current_device();
+  if (prev == device) return g_device_allocator.allocate(nbytes);
+  set_current_device(device);
+  c10::DataPtr out;
+  try {
+    out = g_device_allocator.allocate(nbytes);
+  } catch (...) {
+    set_current_device(prev);
+    throw;
+  }
+  set_current_device(prev);
+  return out;
+}
+
 // A fresh allocation on the storage's own core, then a copy of what fits: device memory does not
 // grow in place.
 void resize_bytes(c10::StorageImpl* storage, size_t nbytes) {
@@ -116,19 +131,9 @@ void resize_bytes(c10::StorageImpl* storage, size_t nbytes) {
   size_t old = storage->nbytes();
   if (nbytes == old) return;
   c10::DeviceIndex device = storage->device().has_index() ? storage->device().index() : current_device();
-  c10::DataPtr fresh;
-  {
-    c10::DeviceIndex prev = current_device();
-    set_current_device(device);
-    try {
-      fresh = device_allocator()->allocate(nbytes);
-    } catch (...) {
-      set_current_device(prev);
-      throw;
-    }
-    set_current_device(prev);
-  }
-  if (old && nbytes && storage->data()) rt::copy(fresh.get(), storage->data(), std::min(old, nbytes));
+  c10::DataPtr fresh = allocate_on(device, nbytes);
+  if (old && nbytes && storage->data())
+    rt::copy_device_to_device(fresh.get(), 0, storage->data(), 0, std::min(old, nbytes));
   storage->set_data_ptr_noswap(std::move(fresh));
   storage->set_nbytes(nbytes);
 }

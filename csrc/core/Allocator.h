@@ -10,6 +10,8 @@ namespace neuron {
 
 // Allocates on the calling thread's current device.
 c10::Allocator* device_allocator();
+// An allocation on core `device`, whichever core is current.
+c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes);
 // Host memory for DataLoader(pin_memory=True); is_pinned answers for it.
 c10::Allocator* pinned_allocator();
 bool is_pinned(const void* ptr);

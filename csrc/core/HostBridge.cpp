@@ -1,12 +1,13 @@
-// Zero-copy bridge between neuron tensors and host (CPU) tensors.
+// The host bridge (HostBridge.h): the one way host code reaches device memory.
 //
-// Device memory is host RAM, so a host kernel can work on it in place. A CPU
-// alias gets its *own* StorageImpl over the same bytes (sharing the device
+// A CPU alias gets its *own* StorageImpl over the same bytes (sharing the device
 // StorageImpl would make views created inside CPU kernels report the neuron
 // device); the alias's DataPtr context holds a reference to the device storage
-// so the memory outlives the alias. In the other direction, a host kernel's
-// fresh output is adopted: the device storage's DataPtr keeps the host
-// storage alive and the bytes are counted against the core's HBM budget.
+// (so the memory outlives the alias) and the open host access, closed when the
+// alias dies. In the other direction, a host kernel's fresh output is adopted:
+// the device storage's DataPtr keeps the host storage alive and the bytes are
+// counted against the core's HBM budget; a runtime that cannot adopt host
+// memory (strict mode) gets a copy instead.
 #include "core/HostBridge.h"
 #include "core/Allocator.h"
 #include "core/Device.h"
@@ -17,13 +18,26 @@
 namespace neuron {
 namespace {
 
-void release_alias(void* ctx) { delete static_cast<c10::Storage*>(ctx); }
+// What a host alias holds: the device storage, and the allocation it opened (the storage's data pointer
+// at that moment: an out= argument's storage may be given new memory while the alias lives).
+struct AliasContext {
+  c10::Storage device;
+  void* opened;
+};
+
+void release_alias(void* ctx) {
+  auto* alias = static_cast<AliasContext*>(ctx);
+  rt::close_host_access(alias->opened);
+  delete alias;
+}
 
 void release_adopted(void* ctx) {
   auto* host = static_cast<c10::Storage*>(ctx);
   rt::unadopt(host->data());  // first forget it, then free it: the address may be reused at once
   delete host;
 }
+
+bool is_neuron(const at::TensorBase& t) { return t.defined() && t.device().type() == kNeuron; }
 
 } // namespace
 
@@ -38,8 +52,9 @@ at::Tensor tensor_over(const at::Tensor& like, const c10::Storage& storage) {
 }
 
 c10::Storage host_storage(const c10::Storage& storage) {
-  void* data = const_cast<void*>(storage.data());
-  c10::DataPtr ptr(data, new c10::Storage(storage), &release_alias, c10::Device(c10::DeviceType::CPU));
+  void* device = const_cast<void*>(storage.data());
+  void* data = rt::open_host_access(device);
+  c10::DataPtr ptr(data, new AliasContext{storage, device}, &release_alias, c10::Device(c10::DeviceType::CPU));
   return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), storage.nbytes(), std::move(ptr), c10::GetCPUAllocator(),
       /*resizable=*/true));
@@ -47,15 +62,18 @@ c10::Storage host_storage(const c10::Storage& storage) {
 
 at::Tensor host_alias(const at::Tensor& t) { return tensor_over(t, host_storage(t.storage())); }
 
-c10::Storage adopt_storage(const c10::Storage& host, c10::DeviceIndex device) {
+c10::Storage storage_to_device(const c10::Storage& host, c10::DeviceIndex device) {
   size_t nbytes = host.nbytes();
   void* data = const_cast<void*>(host.data());
   c10::DataPtr ptr;
   if (data == nullptr || nbytes == 0) {
     ptr = c10::DataPtr(nullptr, c10::Device(kNeuron, device));
-  } else {
+  } else if (rt::adopts_host_memory()) {
     if (!rt::adopt(device, data, nbytes)) rt::raise_oom(device, nbytes);
     ptr = c10::DataPtr(data, new c10::Storage(host), &release_adopted, c10::Device(kNeuron, device));
+  } else {
+    ptr = allocate_on(device, nbytes);
+    rt::copy_host_to_device(ptr.get(), 0, data, nbytes);
   }
   return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), nbytes, std::move(ptr), device_allocator(), /*resizable=*/true));
@@ -63,7 +81,22 @@ c10::Storage adopt_storage(const c10::Storage& host, c10::DeviceIndex device) {
 
 at::Tensor from_host(const at::Tensor& host, c10::DeviceIndex device) {
   if (!host.defined()) return host;
-  return tensor_over(host, adopt_storage(host.storage(), device));
+  return tensor_over(host, storage_to_device(host.storage(), device));
+}
+
+HostAccess::HostAccess() : guarded_(rt::guards_host_access()) {}
+
+void HostAccess::open(const at::TensorBase& t) {
+  if (!guarded_ || !is_neuron(t)) return;
+  const c10::Storage& storage = t.storage();
+  void* allocation = const_cast<void*>(storage.data());
+  rt::open_host_access(allocation);
+  opened_.emplace_back(storage, allocation);
+}
+
+void HostAccess::close() {
+  for (auto& [storage, allocation] : opened_) rt::close_host_access(allocation);
+  opened_.clear();
 }
 
 } // namespace neuron

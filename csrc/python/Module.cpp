@@ -2,6 +2,7 @@
 #include "aten/native/Fallback.h"
 #include "core/Device.h"
 #include "core/Generator.h"
+#include "core/HostBridge.h"
 #include "runtime/Runtime.h"
 
 #include <torch/extension.h>
@@ -42,5 +43,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fallback_counts", &neuron::fallback_counts);
   m.def("_reset_fallback_counts", &neuron::reset_fallback_counts);
   m.def("_route_structured_ops_to_fallback", &neuron::route_structured_ops_to_fallback);
+  m.def("_guards_host_access", &neuron::rt::guards_host_access);
+  // Host access to device tensors for host code outside ATen (compiled graphs' kernels).
+  py::class_<neuron::HostAccess>(m, "_HostAccess")
+      .def(py::init<>())
+      .def("open", [](neuron::HostAccess& a, const at::Tensor& t) { a.open(t); })
+      .def("close", &neuron::HostAccess::close);
   m.def("_default_generator", [](int d) { return neuron::default_generator(static_cast<c10::DeviceIndex>(d)); });
 }

@@ -9,6 +9,12 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <sstream>
@@ -21,6 +27,8 @@ struct Block {
   int device;
   size_t nbytes;
   bool adopted;
+  size_t mapped = 0;  // strict mode: bytes of the block's own pages (mmap), else 0 (host allocator)
+  int open = 0;       // strict mode: open host accesses; the pages are PROT_NONE at 0
 };
 
 struct State {
@@ -32,6 +40,25 @@ struct State {
   bool configured = false;
   std::string unavailable;  // why configuration failed, if it did
 };
+
+// TORCHNEURON_STRICT_MEMORY=1, read when the runtime is configured (before any allocation).
+std::atomic<bool> g_strict{false};
+
+bool strict() { return g_strict.load(std::memory_order_relaxed); }
+
+// Strict mode: each allocation on pages of its own, inaccessible until the bridge opens it.
+void* map_pages(size_t nbytes, size_t* mapped) {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  *mapped = (nbytes + page - 1) / page * page;
+  void* p = mmap(nullptr, *mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  TORCH_CHECK(p != MAP_FAILED, "TORCHNEURON_STRICT_MEMORY: mmap of ", nbytes, " bytes failed: ", std::strerror(errno),
+              " (each allocation takes whole pages; raise vm.max_map_count or run without strict memory)");
+  return p;
+}
+
+void protect(void* p, size_t mapped, int prot) {
+  TORCH_CHECK(mprotect(p, mapped, prot) == 0, "TORCHNEURON_STRICT_MEMORY: mprotect failed: ", std::strerror(errno));
+}
 
 State& state() {
   static State* s = new State();  // leaked on purpose: tensors may die after static destructors run
@@ -76,6 +103,8 @@ void configure(const std::vector<int64_t>& hbm_bytes, const std::vector<std::str
   s.budget = hbm_bytes;
   s.labels = labels;
   s.stats.assign(hbm_bytes.size(), CoreStats{});
+  const char* strict_env = std::getenv("TORCHNEURON_STRICT_MEMORY");
+  g_strict.store(strict_env && std::strcmp(strict_env, "1") == 0);
   s.configured = true;
 }
 
@@ -140,21 +169,23 @@ void* allocate(int device, size_t nbytes) {
   }
   if (!ok) raise_oom(device, nbytes);
   void* p = nullptr;
+  size_t mapped = 0;
   try {
-    p = c10::alloc_cpu(nbytes);
+    p = strict() ? map_pages(nbytes, &mapped) : c10::alloc_cpu(nbytes);
   } catch (...) {
     std::lock_guard<std::mutex> g(s.mu);
     s.stats[device].allocated -= nbytes;
     throw;
   }
   std::lock_guard<std::mutex> g(s.mu);
-  s.blocks.emplace(p, Block{device, nbytes, false});
+  s.blocks.emplace(p, Block{device, nbytes, false, mapped});
   return p;
 }
 
 void release(void* ptr) {
   if (!ptr) return;
   auto& s = state();
+  size_t mapped = 0;
   {
     std::lock_guard<std::mutex> g(s.mu);
     auto it = s.blocks.find(ptr);
@@ -163,12 +194,20 @@ void release(void* ptr) {
     st.allocated -= it->second.nbytes;
     st.total_freed += it->second.nbytes;
     st.num_frees++;
+    mapped = it->second.mapped;
     s.blocks.erase(it);
   }
-  c10::free_cpu(ptr);
+  if (mapped) {
+    munmap(ptr, mapped);
+  } else {
+    c10::free_cpu(ptr);
+  }
 }
 
+bool adopts_host_memory() { return !strict(); }
+
 bool adopt(int device, void* ptr, size_t nbytes) {
+  TORCH_CHECK(!strict(), "internal: adopt() under TORCHNEURON_STRICT_MEMORY (the bridge copies instead)");
   auto& s = state();
   std::lock_guard<std::mutex> g(s.mu);
   if (!reserve(s, device, nbytes)) return false;
@@ -196,8 +235,48 @@ int device_of(const void* ptr) {
   return it == s.blocks.end() ? -1 : it->second.device;
 }
 
-void copy(void* dst, const void* src, size_t nbytes) {
-  if (nbytes) std::memcpy(dst, src, nbytes);
+void* open_host_access(void* allocation) {
+  if (!strict()) return allocation;
+  auto& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  auto it = s.blocks.find(allocation);
+  if (it != s.blocks.end() && it->second.mapped && it->second.open++ == 0)
+    protect(allocation, it->second.mapped, PROT_READ | PROT_WRITE);
+  return allocation;
+}
+
+void close_host_access(void* allocation) {
+  if (!strict()) return;
+  auto& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  auto it = s.blocks.find(allocation);
+  if (it != s.blocks.end() && it->second.mapped && --it->second.open == 0)
+    protect(allocation, it->second.mapped, PROT_NONE);
+}
+
+bool guards_host_access() { return strict(); }
+
+// The emulator's DMA: a memcpy, with the allocations open for its duration.
+void copy_host_to_device(void* device, size_t offset, const void* host, size_t nbytes) {
+  if (!nbytes) return;
+  std::memcpy(static_cast<char*>(open_host_access(device)) + offset, host, nbytes);
+  close_host_access(device);
+}
+
+void copy_device_to_host(void* host, const void* device, size_t offset, size_t nbytes) {
+  if (!nbytes) return;
+  void* d = const_cast<void*>(device);
+  std::memcpy(host, static_cast<const char*>(open_host_access(d)) + offset, nbytes);
+  close_host_access(d);
+}
+
+void copy_device_to_device(void* dst, size_t dst_offset, const void* src, size_t src_offset, size_t nbytes) {
+  if (!nbytes) return;
+  void* s = const_cast<void*>(src);
+  std::memmove(static_cast<char*>(open_host_access(dst)) + dst_offset,
+               static_cast<const char*>(open_host_access(s)) + src_offset, nbytes);
+  close_host_access(s);
+  close_host_access(dst);
 }
 
 void synchronize(int device) {

@@ -1,9 +1,14 @@
 // The one seam between TorchNeuron and a NeuronCore runtime.
 //
 // Everything above this header (allocator, guard, hooks, fallback, copies,
-// collectives) talks to the hardware only through these functions. The
-// emulator (Emulator.cpp) implements them on host RAM; a real Neuron runtime
-// would implement the same functions over libnrt and nothing else changes.
+// collectives, compiled graphs) talks to the hardware only through these
+// functions, and reads or writes device memory from the host only through the
+// host bridge (core/HostBridge.h), which opens it here. The emulator
+// (Emulator.cpp) implements them on host RAM; a real Neuron runtime would
+// implement the same functions over libnrt and nothing else changes.
+// TORCHNEURON_STRICT_MEMORY=1 makes the emulator prove it: device memory is
+// inaccessible (PROT_NONE) unless the bridge has it open, so a host access
+// that bypasses the bridge faults (docs/runtime.md).
 #pragma once
 
 #include <cstddef>
@@ -38,16 +43,36 @@ int64_t hbm_bytes(int device);
 const std::string& label(int device);
 
 // Device memory. `allocate` raises c10::OutOfMemoryError past the budget.
+// An allocation is named by the pointer `allocate` returned; offsets address bytes inside it.
 void* allocate(int device, size_t nbytes);
 void release(void* ptr);
-// Count memory that was produced on the host (a kernel's fresh output) as
-// device memory without copying it; returns false when the core is full.
+// Whether memory produced on the host (a kernel's fresh output) can be counted
+// as device memory without a copy (adopt). The emulator: yes, except in strict
+// mode; a real runtime: no (the bridge then allocates and copies host-to-device).
+bool adopts_host_memory();
+// Count host memory as device memory of `device`; false when the core is full.
 bool adopt(int device, void* ptr, size_t nbytes);
 void unadopt(const void* ptr);
 // Which core owns ptr (the start of an allocation), or -1.
 int device_of(const void* ptr);
 
-void copy(void* dst, const void* src, size_t nbytes);
+// Copies name their direction, as a real runtime's DMA does (libnrt's
+// nrt_tensor_write / nrt_tensor_read / nrt_tensor_copy).
+void copy_host_to_device(void* device, size_t offset, const void* host, size_t nbytes);
+void copy_device_to_host(void* host, const void* device, size_t offset, size_t nbytes);
+void copy_device_to_device(void* dst, size_t dst_offset, const void* src, size_t src_offset, size_t nbytes);
+
+// Host access to an allocation, for the host bridge only (core/HostBridge.h):
+// open returns host memory holding the allocation's bytes until the matching
+// close; opens nest (counted per allocation). The emulator returns the
+// allocation itself (zero-copy); in strict mode it is readable and writable
+// only while open. A runtime whose memory the host cannot address would stage:
+// copy device-to-host on open and back on the last close.
+void* open_host_access(void* allocation);
+void close_host_access(void* allocation);
+// False when open/close are no-ops (the emulator outside strict mode): callers may skip them.
+bool guards_host_access();
+
 void synchronize(int device);
 
 CoreStats stats(int device);

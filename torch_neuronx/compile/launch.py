@@ -5,7 +5,9 @@ that allocates buffers, calls fused C++ kernels and calls ATen for the rest
 (matmuls, attention). Each piece already works on neuron tensors:
 
   - the C++ kernels take raw data pointers, and a neuron tensor's data pointer
-    is host memory;
+    is host memory (the emulator's; under TORCHNEURON_STRICT_MEMORY=1 the graph's
+    device tensors are opened through the host bridge for the call, see
+    `_with_host_access`);
   - ATen calls on neuron tensors reach the device's zero-copy fallback, like
     eager ops (random ops draw from the core's generator there);
   - only the buffer allocator says "cpu". Each compiled graph gets its own copy
@@ -31,6 +33,7 @@ calling convention), exactly as the same graph does on CPU.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any, Callable, Sequence
 
 import torch
@@ -45,9 +48,39 @@ HOST_ALLOCATOR = "empty_strided_cpu"
 _HOST_ALLOCATOR_BINDING = f"{HOST_ALLOCATOR} = torch._C._dynamo.guards._empty_strided_cpu"
 
 
+# The host access of the graph call running on this thread, when the runtime guards host access.
+_call_access = threading.local()
+
+
 def empty_strided_device(size: Sequence[int], stride: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
     """A buffer of a compiled graph, on the current NeuronCore (NeuronGraph makes the graph's core current)."""
-    return torch.empty_strided(size, stride, dtype=dtype, device="neuron")
+    buffer = torch.empty_strided(size, stride, dtype=dtype, device="neuron")
+    access = getattr(_call_access, "access", None)
+    if access is not None:
+        access.open(buffer)
+    return buffer
+
+
+def _with_host_access(call: Callable[[list[Any]], Sequence[Any]], constants: list[torch.Tensor]):
+    """`call` with its device tensors (inputs, constants, buffers it allocates) opened through the host bridge.
+
+    The graph's C++ kernels read and write device memory on the host; a runtime that guards host
+    access (strict memory) must see them open for the call.
+    """
+    from .. import _C
+
+    def call_with_host_access(args: list[Any]) -> Sequence[Any]:
+        access = _C._HostAccess()
+        for t in (*args, *constants):
+            if isinstance(t, torch.Tensor):
+                access.open(t)
+        outer, _call_access.access = getattr(_call_access, "access", None), access
+        try:
+            return call(args)
+        finally:
+            _call_access.access = outer
+            access.close()
+    return call_with_host_access
 
 
 class _DeviceModule:
@@ -99,6 +132,9 @@ def device_callable(compiled: Any, device_index: int) -> Callable[[list[Any]], S
     # Inputs Inductor assumed aligned but that are not, and that the graph mutates, need the same
     # copy-in/copy-out wrapper Inductor's post_compile gives the host module.
     maybe_realign_inputs(BoxedBool(False), holder, compiled.inputs_to_check, compiled.mutated_input_idxs)
+    from .. import _C
+    if _C._guards_host_access():
+        return _with_host_access(holder.current_callable, [v for v in attrs.values() if isinstance(v, torch.Tensor)])
     return holder.current_callable
 
 

@@ -1,8 +1,8 @@
 // Copies between a neuron tensor and a CPU tensor, or between NeuronCores.
 //
-// Both sides live in host memory, so one memcpy (contiguous, same dtype) or
-// one host copy_ (strided, dtype conversion, broadcast) does it, with no
-// staging buffer.
+// A dense copy (contiguous, same dtype) is one runtime copy with its direction;
+// anything else (strided, dtype conversion, broadcast) is one host copy_ over
+// the host bridge's aliases.
 #include "aten/native/Native.h"
 #include "core/Device.h"
 #include "core/HostBridge.h"
@@ -26,10 +26,31 @@ at::Tensor as_host(const at::Tensor& t) {
   return t;
 }
 
+namespace {
+
+void* allocation(const at::Tensor& t) { return const_cast<void*>(t.storage().data()); }
+size_t byte_offset(const at::Tensor& t) { return static_cast<size_t>(t.storage_offset()) * t.itemsize(); }
+
+void dense_copy(const at::Tensor& src, const at::Tensor& dst) {
+  bool from_device = src.device().type() == kNeuron, to_device = dst.device().type() == kNeuron;
+  TORCH_CHECK((from_device || src.is_cpu()) && (to_device || dst.is_cpu()), "Copy between ", src.device(), " and ",
+              dst.device(), " is not supported: go through the CPU");
+  size_t n = src.nbytes();
+  if (from_device && to_device) {
+    rt::copy_device_to_device(allocation(dst), byte_offset(dst), allocation(src), byte_offset(src), n);
+  } else if (to_device) {
+    rt::copy_host_to_device(allocation(dst), byte_offset(dst), src.const_data_ptr(), n);
+  } else {
+    rt::copy_device_to_host(dst.mutable_data_ptr(), allocation(src), byte_offset(src), n);
+  }
+}
+
+} // namespace
+
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_blocking*/) {
   if (dst.numel() == 0) return dst;
   if (is_dense_copy(src, dst)) {
-    rt::copy(dst.data_ptr(), src.data_ptr(), src.nbytes());
+    dense_copy(src, dst);
     return dst;
   }
   as_host(dst).copy_(as_host(src));

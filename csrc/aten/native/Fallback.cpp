@@ -130,7 +130,7 @@ struct Call {
     for (auto& [host, dev] : to_device) {
       if (host == impl) return tensor_over(h, dev);
     }
-    c10::Storage dev = adopt_storage(h.storage(), out_device());
+    c10::Storage dev = storage_to_device(h.storage(), out_device());
     to_device.emplace_back(impl, dev);
     return tensor_over(h, dev);
   }
@@ -140,8 +140,8 @@ struct Call {
   void write_back(at::Tensor& arg, const at::Tensor& alias) {
     auto* dev_storage = arg.storage().unsafeGetStorageImpl();
     if (alias.storage().data() != dev_storage->data() || alias.storage().nbytes() != dev_storage->nbytes()) {
-      c10::Storage adopted = adopt_storage(alias.storage(), arg.device().index());
-      dev_storage->set_data_ptr_noswap(std::move(adopted.unsafeGetStorageImpl()->mutable_data_ptr()));
+      c10::Storage fresh = storage_to_device(alias.storage(), arg.device().index());
+      dev_storage->set_data_ptr_noswap(std::move(fresh.unsafeGetStorageImpl()->mutable_data_ptr()));
       dev_storage->set_nbytes(alias.storage().nbytes());
     }
     auto* impl = arg.unsafeGetTensorImpl();

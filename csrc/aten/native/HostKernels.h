@@ -34,6 +34,7 @@
 #include "aten/native/Native.h"
 #include "core/Allocator.h"
 #include "core/Device.h"
+#include "core/HostBridge.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/Operators.h>
@@ -77,9 +78,12 @@ inline at::Tensor device_empty(at::IntArrayRef sizes, at::IntArrayRef strides, c
 // on the core. The operands' bytes are host-addressable device memory (the host kernel path exists only
 // for such a runtime, see docs/runtime.md), so marking every operand and the iterator as CPU makes
 // impl() call the stub's CPU kernel; the tensors themselves stay neuron tensors.
+// The operands are opened through the host bridge for the computation (strict mode checks it).
 template <class Kernel>
 struct OnHost : Kernel {
+  HostAccess access;
   void compute_on_host() {
+    for (int i = 0; i < this->ntensors(); ++i) access.open(this->tensor_base(i));
     for (auto& operand : this->operands_) operand.device = c10::Device(c10::DeviceType::CPU);
     this->common_device_ = c10::Device(c10::DeviceType::CPU);
   }
