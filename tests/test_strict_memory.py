@@ -1,0 +1,73 @@
+"""Strict-memory mode of the emulator (TORCHNEURON_STRICT_MEMORY=1): device memory is inaccessible
+(PROT_NONE) unless the host bridge has it open, so any host access that bypasses the bridge faults.
+This is what makes the runtime seam (csrc/runtime/Runtime.h) testable: code that works here reads and
+writes device memory only through the bridge and the runtime's directional copies, as it would have to
+on a real Neuron runtime (docs/runtime.md)."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from helpers import ROOT, run_python
+
+STRICT = {"TORCHNEURON_STRICT_MEMORY": "1"}
+
+# Read a device tensor's first float through its raw pointer, i.e. around the bridge.
+RAW_READ = """
+import ctypes, torch
+x = torch.arange(4.0, device="neuron")
+print("value", ctypes.c_float.from_address(x.data_ptr()).value, flush=True)
+"""
+
+
+def test_access_outside_the_bridge_faults():
+    r = run_python(RAW_READ, env=STRICT, timeout=300)
+    assert r.returncode == -signal.SIGSEGV, (r.returncode, r.stdout, r.stderr[-2000:])
+    assert "value" not in r.stdout
+
+
+def test_same_access_reads_memory_without_strict_mode():
+    r = run_python(RAW_READ, env={"TORCHNEURON_STRICT_MEMORY": "0"}, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "value 0.0" in r.stdout
+
+
+# Every path that reaches device memory from the host, under strict mode, against CPU.
+PATHS = """
+import torch
+torch.manual_seed(0)
+a, b = torch.randn(64, 32), torch.randn(32, 16)
+da, db = a.to("neuron"), b.to("neuron:1").to("neuron")          # host-to-device, device-to-device
+assert torch.equal((da + 1).cpu(), a + 1)                          # host kernel path, device-to-host
+assert torch.equal((da @ db).cpu(), a @ b)                         # fallback, adopted (staged) output
+assert torch.equal(da.t().contiguous().cpu(), a.t().contiguous())  # strided copy over aliases
+assert da[3, 4].item() == a[3, 4].item()                           # _local_scalar_dense
+c = torch.empty(0, device="neuron")
+torch.mm(da, db, out=c)                                            # out= resized by the host kernel
+assert torch.equal(c.cpu(), a @ b)
+s = da.untyped_storage(); s.resize_(s.nbytes() * 2)                # storage resize (FSDP2)
+assert torch.equal(da.cpu(), a)
+m = torch.nn.Linear(32, 8).to("neuron")
+m(da).sum().backward()
+assert m.weight.grad.device.type == "neuron" and torch.isfinite(m.weight.grad.cpu()).all()
+print("ok")
+"""
+
+
+def test_device_paths_work_under_strict_mode():
+    r = run_python(PATHS, env=STRICT, timeout=300)
+    assert r.returncode == 0 and "ok" in r.stdout, (r.returncode, r.stdout, r.stderr[-3000:])
+
+
+@pytest.mark.slow
+def test_device_and_training_tests_pass_under_strict_mode():
+    """CI's strict-memory subset: the device tests and a training test, with the mode set."""
+    env = dict(os.environ, **STRICT)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                        "tests/test_device.py", "tests/test_host_kernels.py",
+                        "tests/test_training.py::test_llama_forward_backward_adamw_matches_cpu"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
