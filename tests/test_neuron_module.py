@@ -55,7 +55,7 @@ def test_memory_stats_track_tensors():
     stats = torch.neuron.memory_stats()
     assert stats["allocated_bytes.all.current"] == before
     torch.neuron.empty_cache()
-    assert "neuron:0 memory" in torch.neuron.memory_summary()
+    assert "PyTorch Neuron memory summary, device ID 0" in torch.neuron.memory_summary()
 
 
 def test_rng_per_device_and_matches_cpu_stream():

@@ -47,7 +47,8 @@ struct DeviceAllocator final : c10::DeviceAllocator {
     constexpr auto kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
     for (auto* arr : {&out.allocated_bytes, &out.reserved_bytes, &out.active_bytes, &out.requested_bytes})
       fill((*arr)[kAll], s.allocated, s.peak_allocated, s.total_allocated, s.total_freed);
-    fill(out.allocation[kAll], s.num_allocs - s.num_frees, s.num_allocs - s.num_frees, s.num_allocs, s.num_frees);
+    for (auto* arr : {&out.allocation, &out.active, &out.segment})
+      fill((*arr)[kAll], s.live_allocs, s.peak_live_allocs, s.num_allocs, s.num_frees);
     out.num_ooms = s.num_ooms;
     return out;
   }

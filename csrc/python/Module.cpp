@@ -9,6 +9,10 @@
 
 namespace py = pybind11;
 
+namespace neuron {
+void bind_memory_history(py::module& m);  // MemoryHistory.cpp
+}
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "TorchNeuron C++ core (allocator, guard, hooks, generator, fallback, copies)";
   m.def("_configure", &neuron::rt::configure, "Configure the emulated cores: HBM bytes and label per core");
@@ -33,9 +37,12 @@ PYBIND11_MODULE(_C, m) {
     out["num_ooms"] = s.num_ooms;
     out["total_allocated_bytes"] = s.total_allocated;
     out["total_freed_bytes"] = s.total_freed;
+    out["live_allocs"] = s.live_allocs;
+    out["peak_live_allocs"] = s.peak_live_allocs;
     out["hbm_bytes"] = neuron::rt::hbm_bytes(d);
     return out;
   });
+  neuron::bind_memory_history(m);
   m.def("_reset_peak", &neuron::rt::reset_peak);
   m.def("_reset_accumulated", &neuron::rt::reset_accumulated);
   m.def("_device_of_ptr", [](uintptr_t p) { return neuron::rt::device_of(reinterpret_cast<const void*>(p)); });

@@ -41,6 +41,12 @@ struct State {
   std::string unavailable;  // why configuration failed, if it did
 };
 
+std::atomic<MemoryObserver> g_observer{nullptr};
+
+void notify(MemoryEvent event, int device, const void* ptr, size_t nbytes, int64_t allocated) {
+  if (auto observer = g_observer.load(std::memory_order_acquire)) observer(event, device, ptr, nbytes, allocated);
+}
+
 // TORCHNEURON_STRICT_MEMORY=1, read when the runtime is configured (before any allocation).
 std::atomic<bool> g_strict{false};
 
@@ -157,17 +163,24 @@ static bool reserve(State& s, int device, size_t nbytes) {
   st.peak_allocated = std::max(st.peak_allocated, st.allocated);
   st.num_allocs++;
   st.total_allocated += nbytes;
+  st.live_allocs++;
+  st.peak_live_allocs = std::max(st.peak_live_allocs, st.live_allocs);
   return true;
 }
 
 void* allocate(int device, size_t nbytes) {
   auto& s = state();
   bool ok;
+  int64_t allocated;
   {
     std::lock_guard<std::mutex> g(s.mu);
     ok = reserve(s, device, nbytes);
+    allocated = s.stats[device].allocated;
   }
-  if (!ok) raise_oom(device, nbytes);
+  if (!ok) {
+    notify(MemoryEvent::Oom, device, nullptr, nbytes, allocated);
+    raise_oom(device, nbytes);
+  }
   void* p = nullptr;
   size_t mapped = 0;
   try {
@@ -175,30 +188,43 @@ void* allocate(int device, size_t nbytes) {
   } catch (...) {
     std::lock_guard<std::mutex> g(s.mu);
     s.stats[device].allocated -= nbytes;
+    s.stats[device].live_allocs--;
     throw;
   }
-  std::lock_guard<std::mutex> g(s.mu);
-  s.blocks.emplace(p, Block{device, nbytes, false, mapped});
+  {
+    std::lock_guard<std::mutex> g(s.mu);
+    s.blocks.emplace(p, Block{device, nbytes, false, mapped});
+    allocated = s.stats[device].allocated;
+  }
+  notify(MemoryEvent::Alloc, device, p, nbytes, allocated);
   return p;
+}
+
+// Forget ptr (the start of an allocation) and return its block; false when it is not ours.
+static bool forget(const void* ptr, Block& block, int64_t& allocated) {
+  auto& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  auto it = s.blocks.find(ptr);
+  if (it == s.blocks.end()) return false;
+  block = it->second;
+  auto& st = s.stats[block.device];
+  st.allocated -= block.nbytes;
+  st.total_freed += block.nbytes;
+  st.num_frees++;
+  st.live_allocs--;
+  allocated = st.allocated;
+  s.blocks.erase(it);
+  return true;
 }
 
 void release(void* ptr) {
   if (!ptr) return;
-  auto& s = state();
-  size_t mapped = 0;
-  {
-    std::lock_guard<std::mutex> g(s.mu);
-    auto it = s.blocks.find(ptr);
-    if (it == s.blocks.end()) return;  // never ours: nothing to free
-    auto& st = s.stats[it->second.device];
-    st.allocated -= it->second.nbytes;
-    st.total_freed += it->second.nbytes;
-    st.num_frees++;
-    mapped = it->second.mapped;
-    s.blocks.erase(it);
-  }
-  if (mapped) {
-    munmap(ptr, mapped);
+  Block block;
+  int64_t allocated;
+  if (!forget(ptr, block, allocated)) return;  // never ours: nothing to free
+  notify(MemoryEvent::Free, block.device, ptr, block.nbytes, allocated);  // before the address can be reused
+  if (block.mapped) {
+    munmap(ptr, block.mapped);
   } else {
     c10::free_cpu(ptr);
   }
@@ -209,23 +235,34 @@ bool adopts_host_memory() { return !strict(); }
 bool adopt(int device, void* ptr, size_t nbytes) {
   TORCH_CHECK(!strict(), "internal: adopt() under TORCHNEURON_STRICT_MEMORY (the bridge copies instead)");
   auto& s = state();
-  std::lock_guard<std::mutex> g(s.mu);
-  if (!reserve(s, device, nbytes)) return false;
-  s.blocks.emplace(ptr, Block{device, nbytes, true});
-  return true;
+  int64_t allocated;
+  bool ok;
+  {
+    std::lock_guard<std::mutex> g(s.mu);
+    ok = reserve(s, device, nbytes);
+    if (ok) s.blocks.emplace(ptr, Block{device, nbytes, true});
+    allocated = s.stats[device].allocated;
+  }
+  notify(ok ? MemoryEvent::Alloc : MemoryEvent::Oom, device, ok ? ptr : nullptr, nbytes, allocated);
+  return ok;
 }
 
 void unadopt(const void* ptr) {
   // The host memory itself is freed by its original owner.
+  Block block;
+  int64_t allocated;
+  if (forget(ptr, block, allocated)) notify(MemoryEvent::Free, block.device, ptr, block.nbytes, allocated);
+}
+
+void set_memory_observer(MemoryObserver observer) { g_observer.store(observer, std::memory_order_release); }
+
+std::vector<LiveBlock> live_blocks() {
   auto& s = state();
   std::lock_guard<std::mutex> g(s.mu);
-  auto it = s.blocks.find(ptr);
-  if (it == s.blocks.end()) return;
-  auto& st = s.stats[it->second.device];
-  st.allocated -= it->second.nbytes;
-  st.total_freed += it->second.nbytes;
-  st.num_frees++;
-  s.blocks.erase(it);
+  std::vector<LiveBlock> out;
+  out.reserve(s.blocks.size());
+  for (const auto& [ptr, block] : s.blocks) out.push_back({ptr, block.device, block.nbytes});
+  return out;
 }
 
 int device_of(const void* ptr) {
@@ -296,6 +333,7 @@ void reset_peak(int device) {
   std::lock_guard<std::mutex> g(s.mu);
   check_device(s, device);
   s.stats[device].peak_allocated = s.stats[device].allocated;
+  s.stats[device].peak_live_allocs = s.stats[device].live_allocs;
 }
 
 void reset_accumulated(int device) {

@@ -26,6 +26,8 @@ struct CoreStats {
   int64_t num_ooms = 0;         // allocations refused for exceeding the HBM budget
   int64_t total_allocated = 0;  // bytes ever allocated / freed (cumulative, like CUDA's stats)
   int64_t total_freed = 0;
+  int64_t live_allocs = 0;       // allocations currently held (not reset with the accumulated counts)
+  int64_t peak_live_allocs = 0;  // high-water mark of live_allocs since the last reset_peak
 };
 
 // Topology is decided by the Python runtime layer (instance type, visible
@@ -72,6 +74,21 @@ void* open_host_access(void* allocation);
 void close_host_access(void* allocation);
 // False when open/close are no-ops (the emulator outside strict mode): callers may skip them.
 bool guards_host_access();
+
+// Every change of device memory (allocation or adoption, release, refused request) is told to one
+// observer, installed once by the core (profiler memory events, memory history). It is called on the
+// thread that caused the change, outside the runtime's lock, with the core's allocated bytes after it.
+enum class MemoryEvent { Alloc, Free, Oom };
+using MemoryObserver = void (*)(MemoryEvent event, int device, const void* ptr, size_t nbytes, int64_t allocated);
+void set_memory_observer(MemoryObserver observer);
+
+// The allocations alive now (for memory snapshots).
+struct LiveBlock {
+  const void* ptr;
+  int device;
+  size_t nbytes;
+};
+std::vector<LiveBlock> live_blocks();
 
 void synchronize(int device);
 

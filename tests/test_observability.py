@@ -1,0 +1,136 @@
+"""Seeing inside a run on neuron as on CUDA: memory_summary, memory snapshots (PyTorch's visualizer
+opens them), the profiler, `torchneuron top`. Each is used as a user would, on a real training step."""
+
+from __future__ import annotations
+
+import io
+import pickle
+
+import pytest
+import torch
+
+from helpers import tiny_llama
+
+
+def _train_step(model, opt, ids):
+    loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss
+
+
+def _tiny_llama_on_neuron():
+    model = tiny_llama().train().to("neuron")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = torch.randint(3, 256, (2, 16), device="neuron")
+    return model, opt, ids
+
+
+def test_memory_summary_is_cudas_table_with_this_cores_numbers():
+    torch.neuron.reset_peak_memory_stats()
+    before = torch.neuron.memory_stats()
+    x = torch.empty(3 << 20, dtype=torch.uint8, device="neuron")
+    y = torch.empty(1 << 20, dtype=torch.uint8, device="neuron")
+    del y
+    stats = torch.neuron.memory_stats()
+    assert stats["allocated_bytes.all.current"] == before["allocated_bytes.all.current"] + (3 << 20)
+    assert stats["allocated_bytes.all.peak"] >= before["allocated_bytes.all.current"] + (4 << 20)
+    assert stats["allocation.all.current"] == before["allocation.all.current"] + 1
+    assert stats["allocation.all.allocated"] >= before["allocation.all.allocated"] + 2
+    assert stats["allocation.all.freed"] >= before["allocation.all.freed"] + 1
+    # torch.cuda.memory_stats() keys a tool may read, each from the allocator.
+    for key in ("active_bytes.all.current", "reserved_bytes.all.peak", "requested_bytes.all.allocated",
+                "segment.all.current", "inactive_split_bytes.all.current", "num_alloc_retries", "num_ooms"):
+        assert key in stats
+
+    text = torch.neuron.memory_summary()
+    lines = text.splitlines()
+    assert all(len(line) == 77 and line[0] == line[-1] == "|" for line in lines), text
+    assert "PyTorch Neuron memory summary, device ID 0" in text
+    assert "Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed" in text
+    row = next(line for line in lines if line.startswith("| Allocated memory"))
+    cur, peak, tot_alloc, tot_freed = (c.strip() for c in row.strip("|").split("|")[1:])
+    mib = stats["allocated_bytes.all.current"] >> 20
+    assert cur == f"{mib} MiB" or cur.endswith("KiB") or cur.endswith("GiB"), row
+    assert int(cur.split()[0]) > 0 and int(peak.split()[0]) > 0 and int(tot_alloc.split()[0]) > 0, row
+    allocs = next(line for line in lines if line.startswith("| Allocations"))
+    assert int(allocs.split("|")[2].split()[0]) == stats["allocation.all.current"] or "K" in allocs, allocs
+    assert "HBM budget / free" in text and "16384 MiB" in text  # CUDA's units: MiB below 768 GiB
+    assert torch.neuron.memory_summary(abbreviated=True) == text
+    del x
+
+
+def test_memory_snapshot_of_a_training_step_opens_in_pytorchs_visualizer(tmp_path):
+    from torch.cuda import _memory_viz
+
+    model, opt, ids = _tiny_llama_on_neuron()
+    _train_step(model, opt, ids)  # optimizer state exists: the recorded step is a steady one
+    torch.neuron.memory._record_memory_history(max_entries=100000)
+    try:
+        loss = _train_step(model, opt, ids)
+        path = tmp_path / "snapshot.pickle"
+        torch.neuron.memory._dump_snapshot(str(path))
+    finally:
+        torch.neuron.memory._record_memory_history(enabled=None)
+    assert torch.isfinite(loss.detach().cpu())
+
+    with open(path, "rb") as f:
+        snap = pickle.load(f)
+    trace = snap["device_traces"][0]
+    allocs = [e for e in trace if e["action"] == "alloc"]
+    frees = {e["addr"] for e in trace if e["action"] == "free_completed"}
+    assert len(allocs) > 50, len(allocs)
+    # The step's activations: the logits (batch x seq x vocab fp32) were allocated and freed within it.
+    logits_bytes = 2 * 16 * 256 * 4
+    logits = [e for e in allocs if e["size"] == logits_bytes]
+    assert logits and any(e["addr"] in frees for e in logits)
+    # Every allocation names the Python line that caused it; ours is among them.
+    for e in allocs:
+        assert e["frames"], e
+    files = {f["filename"] for e in allocs for f in e["frames"]}
+    assert any(name.endswith("test_observability.py") for name in files)
+    assert any("modeling_llama" in name for name in files)
+    assert all(e.get("device", 0) == 0 for e in trace)
+    assert [len(t) for t in snap["device_traces"][1:]] == [0] * (len(snap["device_traces"]) - 1)
+
+    # Segments: every live allocation of the core (parameters, AdamW state), those made during the step
+    # with their frames; the sum is what the allocator reports.
+    segs = [s for s in snap["segments"] if s["device"] == 0]
+    assert sum(s["total_size"] for s in segs) == torch.neuron.memory_allocated(0)
+    param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert sum(s["total_size"] for s in segs) >= 3 * param_bytes  # weights + exp_avg + exp_avg_sq
+    assert all(b["state"] == "active_allocated" for s in segs for b in s["blocks"])
+
+    # PyTorch's own visualizer renders it.
+    for render in (_memory_viz.trace_plot, _memory_viz.segment_plot):
+        html = render(snap)
+        assert "<html" in html.lower() or "<script" in html.lower()
+    text = _memory_viz.trace(snap)
+    assert "cudaMalloc(" in text and "del " in text and "cudaFree(" in text  # its names for the events
+    assert "segments:" in _memory_viz.segsum(snap)
+    assert _memory_viz.memory(snap, format_flamegraph=lambda lines: lines)  # the flamegraph input
+
+
+def test_memory_history_off_records_nothing_and_oom_is_recorded():
+    torch.neuron.memory._record_memory_history(enabled=None)
+    x = torch.ones(1024, device="neuron")
+    snap = torch.neuron.memory._snapshot()
+    assert all(len(t) == 0 for t in snap["device_traces"])
+    assert any(s["address"] == x.data_ptr() and s["frames"] == [] for s in snap["segments"])
+
+    torch.neuron.memory._record_memory_history(context=None)
+    try:
+        y = torch.ones(2048, device="neuron")
+        with pytest.raises(torch.OutOfMemoryError):
+            torch.empty(1 << 40, dtype=torch.uint8, device="neuron")
+        snap = torch.neuron.memory._snapshot()
+    finally:
+        torch.neuron.memory._record_memory_history(enabled=None)
+    trace = snap["device_traces"][0]
+    alloc = next(e for e in trace if e["action"] == "alloc" and e["addr"] == y.data_ptr())
+    assert alloc["size"] == 2048 * 4 and alloc["frames"] == []  # context=None: no stacks
+    oom = next(e for e in trace if e["action"] == "oom")
+    assert oom["size"] == 1 << 40 and oom["device_free"] > 0
+    with pytest.raises(ValueError, match="enabled="):
+        torch.neuron.memory._record_memory_history(enabled="yes")
