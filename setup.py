@@ -4,6 +4,7 @@ import os
 
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # importing torch here must not load a plugin
 
+import torch
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
@@ -15,7 +16,9 @@ setup(
         CppExtension(
             "torch_neuronx._C",
             sources,
-            include_dirs=[os.path.abspath("csrc")],
+            # Kineto's headers (shipped in torch's include/kineto): csrc/core/Profiler.cpp registers a PrivateUse1
+            # activity profiler with it
+            include_dirs=[os.path.abspath("csrc"), os.path.join(os.path.dirname(torch.__file__), "include", "kineto")],
             extra_compile_args=["-O2", "-g0", "-Wno-unused-parameter"],
         )
     ],

@@ -134,3 +134,34 @@ def test_memory_history_off_records_nothing_and_oom_is_recorded():
     assert oom["size"] == 1 << 40 and oom["device_free"] > 0
     with pytest.raises(ValueError, match="enabled="):
         torch.neuron.memory._record_memory_history(enabled="yes")
+
+
+def test_profiler_shows_neuron_kernels_with_device_time_and_memory(tmp_path):
+    import json
+    from torch.profiler import ProfilerActivity, profile
+
+    assert ProfilerActivity.PrivateUse1 in torch.profiler.supported_activities()
+    model, opt, ids = _tiny_llama_on_neuron()
+    _train_step(model, opt, ids)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], profile_memory=True) as prof:
+        _train_step(model, opt, ids)
+
+    events = {e.key: e for e in prof.key_averages()}
+    # The matrix multiplies of the step ran as neuron kernels: device time on the op that launched them.
+    mm = [events[k] for k in ("aten::mm", "aten::addmm", "aten::bmm") if k in events]
+    assert mm and all(e.device_time_total > 0 for e in mm), {k: e.device_time_total for k, e in events.items()}
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+    assert kernels and all(e.device_index == 0 for e in kernels)
+    assert any(e.name.startswith("aten::mm") for e in kernels)
+    # profile_memory: the step's neuron allocations, attributed to the ops that made them.
+    assert sum(e.device_memory_usage for e in prof.key_averages() if e.device_memory_usage > 0) > 0
+    table = prof.key_averages().table(sort_by="device_time_total", row_limit=10)
+    assert "neuron" in table.lower()
+
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    trace = json.loads(path.read_text())
+    kernel_events = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+    assert any(e["name"].startswith("aten::mm") for e in kernel_events)
+    assert any(e.get("cat") == "cpu_instant_event" and e.get("args", {}).get("Device Type") == 20
+               for e in trace["traceEvents"])  # [memory] events of PrivateUse1 (device type 20)
