@@ -28,7 +28,7 @@ MODELS = {
     "llama-100m": dict(model_type="llama", hidden_size=768, intermediate_size=2048, num_hidden_layers=8,
                        num_attention_heads=12, num_key_value_heads=4, vocab_size=32000, tie_word_embeddings=False),
     "qwen2-60m": dict(model_type="qwen2", hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
-                      num_attention_heads=8, num_key_value_heads=4, vocab_size=32000, tie_word_embeddings=True),
+                      num_attention_heads=8, num_key_value_heads=4, vocab_size=32000, tie_word_embeddings=False),
     "mixtral-70m": dict(model_type="mixtral", hidden_size=384, intermediate_size=768, num_hidden_layers=4,
                         num_attention_heads=8, num_key_value_heads=4, num_local_experts=8, num_experts_per_tok=2,
                         vocab_size=32000, tie_word_embeddings=False),

@@ -147,12 +147,12 @@ def test_plan_sweep_ranks_fitting_layouts_first(tmp_path):
 
 
 def test_sweep_order_rule():
-    """Fitting layouts first, fastest estimate first; then the others, closest to fitting first."""
+    """Fitting layouts first, highest estimated tokens/s first; then the others, closest to fitting first."""
     from torch_neuronx.plan.planner import _rank
 
     class E:
         def __init__(self, s):
-            self.step_seconds = s
+            self.tokens_per_second = 1 / s
 
     class P:
         def __init__(self, name, fits, margin, s):
@@ -191,3 +191,21 @@ def test_planned_peak_matches_the_emulator_two_ranks():
                         "--seq", "128"], capture_output=True, text=True, cwd=ROOT, timeout=1200)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "3 cases" in r.stdout and "all within 0.95-1.05" in r.stdout, r.stdout
+
+
+def test_extrapolated_trace_equals_the_full_trace():
+    """A deep model is traced with 2 and 3 decoder layers and extrapolated: on a 6-layer model (TP=2 x FSDP=2 in
+    the simulated world) the result equals tracing all 6, category by category, and so do FLOPs and parameters."""
+    r = run_python(f"""
+from transformers import AutoConfig
+from torch_neuronx.plan.step import StepSpec
+from torch_neuronx.plan.trace import trace_step
+cfg = AutoConfig.for_model(**{dict(TINY, num_hidden_layers=6)!r})
+spec = StepSpec(tp=2, fsdp=2, seq=64, batch=2)
+full, fast = trace_step(cfg, spec, full=True), trace_step(cfg, spec)
+assert fast.notes and not full.notes
+assert fast.by_category == full.by_category, (fast.by_category, full.by_category)
+assert fast.parameters == full.parameters and abs(fast.cost.flops - full.cost.flops) <= 1e-6 * full.cost.flops
+print("OK")
+""")
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout[-2000:] + r.stderr[-4000:]

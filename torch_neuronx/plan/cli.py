@@ -31,6 +31,8 @@ def add_parser(sub) -> None:
     p.add_argument("--dtype", default="bf16", help="parameter dtype: bf16 (default) or fp32")
     p.add_argument("--optimizer", default="adamw", help="adamw (default) or sgd")
     p.add_argument("--activation-checkpointing", action="store_true", help="Transformers' gradient checkpointing")
+    p.add_argument("--full-trace", action="store_true",
+                   help="trace every decoder layer (default: 2 and 3 of them, extrapolated: same result, faster)")
     p.add_argument("--sweep", action="store_true", help="plan every layout the instance and the model allow, ranked")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(fn=run)
@@ -43,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console(stderr=args.json)
     common = dict(instance=args.instance, seq=args.seq, batch=args.batch, dtype=args.dtype, optimizer=args.optimizer,
-                  activation_checkpointing=args.activation_checkpointing, lnc=args.lnc)
+                  activation_checkpointing=args.activation_checkpointing, lnc=args.lnc, full_trace=args.full_trace)
     try:
         if args.sweep:
             def progress(i, n, layout):
@@ -129,7 +131,7 @@ def _print_sweep(console, s) -> None:
         console.print(f"[bold]{p0.model}[/bold] on [bold]{p0.instance}[/bold] (LNC={p0.lnc}, {p0.cores} cores of "
                       f"{p0.hbm_per_core / GIB:.0f} GiB), seq {p0.seq}, micro-batch {p0.batch}, {p0.dtype}, "
                       f"{p0.optimizer}{', activation checkpointing' if p0.activation_checkpointing else ''}")
-    t = Table(title="layouts, ranked (fits first, then estimated step time)", show_header=True, header_style="bold")
+    t = Table(title="layouts, ranked (fits first, then estimated tokens/s)", show_header=True, header_style="bold")
     for col in ("#", "layout", "peak / core", "margin", "fits", "est. s/step", "est. tokens/s"):
         t.add_column(col, justify="left" if col in ("layout", "fits") else "right")
     for i, p in enumerate(s.plans, 1):

@@ -43,29 +43,25 @@ class Collective:
 class StepCost:
     flops: float = 0.0
     hbm_bytes: float = 0.0
-    # per op: (FLOPs, bytes moved, computes in fp32): estimate.py sums each op's roofline time at the core's peaks
-    ops: list[tuple[float, float, bool]] = field(default_factory=list)
+    # per op: (FLOPs, bytes moved, computes in fp32, weight): estimate.py sums weight x each op's roofline time at
+    # the core's peaks (the weight is 1 for a traced op; extrapolated() weighs two traces)
+    ops: list[tuple[float, float, bool, float]] = field(default_factory=list)
     collectives: dict[tuple[str, tuple[int, ...]], Collective] = field(default_factory=dict)
 
-    def scaled(self, factor: float) -> "StepCost":
-        """This cost repeated FACTOR times (one traced decoder layer standing for several)."""
-        out = StepCost(self.flops * factor, self.hbm_bytes * factor, [(f * factor, b * factor, w) for f, b, w in self.ops])
-        for key, c in self.collectives.items():
-            out.collectives[key] = Collective(c.kind, c.group_size, c.ranks, int(c.bytes * factor),
-                                              int(c.count * factor))
+    @staticmethod
+    def extrapolated(a: "StepCost", b: "StepCost", k: float) -> "StepCost":
+        """a + k (b - a): the cost of a model whose layer count lies k of the way from a's to b's and beyond
+        (each added decoder layer costs what b's extra layers cost)."""
+        out = StepCost(a.flops + k * (b.flops - a.flops), a.hbm_bytes + k * (b.hbm_bytes - a.hbm_bytes))
+        out.ops = [(f, m, w, x * (1 - k)) for f, m, w, x in a.ops] + [(f, m, w, x * k) for f, m, w, x in b.ops]
+        for key in set(a.collectives) | set(b.collectives):
+            ca, cb = a.collectives.get(key), b.collectives.get(key)
+            ref = ca or cb
+            bytes_ = (ca.bytes if ca else 0) * (1 - k) + (cb.bytes if cb else 0) * k
+            count = (ca.count if ca else 0) * (1 - k) + (cb.count if cb else 0) * k
+            out.collectives[key] = Collective(ref.kind, ref.group_size, ref.ranks, max(0, round(bytes_)),
+                                              max(0, round(count)))
         return out
-
-    def add(self, other: "StepCost") -> None:
-        self.flops += other.flops
-        self.hbm_bytes += other.hbm_bytes
-        self.ops.extend(other.ops)
-        for key, c in other.collectives.items():
-            mine = self.collectives.get(key)
-            if mine is None:
-                self.collectives[key] = Collective(c.kind, c.group_size, c.ranks, c.bytes, c.count)
-            else:
-                mine.bytes += c.bytes
-                mine.count += c.count
 
 
 def _group_ranks(args) -> tuple[int, ...]:
@@ -100,13 +96,22 @@ class CostCounter(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.cost = StepCost()
+        self._fake_mode_on_entry = None
+
+    def __enter__(self):
+        from torch._guards import active_fake_mode
+        self._fake_mode_on_entry = active_fake_mode()
+        return super().__enter__()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         from torch.distributed.tensor import DTensor
         if any(t is DTensor for t in types):
             return NotImplemented  # let DTensor run its local ops through this mode
+        from torch._guards import active_fake_mode
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
+        if active_fake_mode() is not self._fake_mode_on_entry:
+            return out  # DTensor's sharding propagation runs ops on its own fake tensors: not the step's work
         ns = func.namespace
         name = func._opname
         if ns in ("c10d", "_c10d_functional") and name.rstrip("_") in _COLLECTIVE_KINDS:
@@ -129,7 +134,7 @@ class CostCounter(TorchDispatchMode):
         fp32 = bool(flops) and any(t.dtype == torch.float32 for t in tensors)
         self.cost.flops += flops
         self.cost.hbm_bytes += moved
-        self.cost.ops.append((float(flops), float(moved), fp32))
+        self.cost.ops.append((float(flops), float(moved), fp32, 1.0))
         return out
 
     def _collective(self, kind: str, ranks: tuple[int, ...], payload: int) -> None:

@@ -52,9 +52,9 @@ def collective_seconds(cost: StepCost, m: Machine) -> float:
 
 def estimate(cost: StepCost, m: Machine, spec: StepSpec) -> StepTime:
     compute = 0.0
-    for flops, moved, fp32 in cost.ops:
+    for flops, moved, fp32, weight in cost.ops:
         rate = m.bf16_flops_per_core / (FP32_SLOWDOWN if fp32 else 1.0)
-        compute += max(flops / rate, moved / m.hbm_bytes_per_s_per_core)
+        compute += weight * max(flops / rate, moved / m.hbm_bytes_per_s_per_core)
     comm = collective_seconds(cost, m)
     step = compute + comm
     tokens = spec.batch * spec.seq * spec.fsdp   # each FSDP rank sees its own batch; a TP group shares one

@@ -54,7 +54,7 @@ class Plan:
 
 @dataclass
 class Sweep:
-    plans: list[Plan]                    # ranked: layouts that fit first, then by estimated step time
+    plans: list[Plan]                    # ranked: layouts that fit first, highest estimated tokens/s first
     skipped: dict[str, str]              # layout -> why it is not a candidate
 
     @property
@@ -84,10 +84,11 @@ def _validate(spec: StepSpec, m: hardware.Machine, config) -> None:
                             f"{', '.join(map(str, sizes[:8]))}{', ...' if len(sizes) > 8 else ''} cores")
 
 
-def plan_for(config, source: str, spec: StepSpec, m: hardware.Machine, model_name: str) -> Plan:
+def plan_for(config, source: str, spec: StepSpec, m: hardware.Machine, model_name: str,
+             full_trace: bool = False) -> Plan:
     """The plan of a loaded CONFIG (see plan())."""
     _validate(spec, m, config)
-    trace = trace_step(config, spec)
+    trace = trace_step(config, spec, full=full_trace)
     by_category = {c: trace.by_category[c] for c in CATEGORIES}
     by_category["runtime_reserve"] = m.reserve_per_core
     peak = sum(by_category.values())
@@ -101,16 +102,17 @@ def plan_for(config, source: str, spec: StepSpec, m: hardware.Machine, model_nam
 
 def plan(model: str, instance: str = "trn2.48xlarge", tp: int = 1, fsdp: int | None = None, seq: int = 2048,
          batch: int = 1, dtype: str = "bf16", optimizer: str = "adamw", activation_checkpointing: bool = False,
-         lnc: int | None = None) -> Plan:
+         lnc: int | None = None, full_trace: bool = False) -> Plan:
     """Plan one training step of MODEL (preset name, config.json or model directory) on INSTANCE with a
-    TP x FSDP layout (fsdp defaults to the cores TP leaves: the whole instance). BATCH is per FSDP rank."""
+    TP x FSDP layout (fsdp defaults to the cores TP leaves: the whole instance). BATCH is per FSDP rank.
+    FULL_TRACE traces every decoder layer instead of extrapolating from 2 and 3 (trace.trace_step)."""
     m = hardware.machine(instance, lnc)
     config, source = load_config(model)
     if fsdp is None:
         fsdp = max(1, m.cores // tp)
     spec = StepSpec(tp=tp, fsdp=fsdp, seq=seq, batch=batch, dtype=dtype, optimizer=optimizer,
                     activation_checkpointing=activation_checkpointing)
-    return plan_for(config, source, spec, m, model)
+    return plan_for(config, source, spec, m, model, full_trace)
 
 
 def layouts(config, m: hardware.Machine) -> tuple[list[tuple[int, int]], dict[str, str]]:
@@ -134,14 +136,16 @@ def layouts(config, m: hardware.Machine) -> tuple[list[tuple[int, int]], dict[st
 
 
 def _rank(p: Plan):
-    return (not p.fits, p.estimate.step_seconds if p.fits else -p.margin_bytes)
+    # throughput, not step time: layouts with more FSDP ranks process more sequences per step
+    return (not p.fits, -p.estimate.tokens_per_second if p.fits else -p.margin_bytes)
 
 
 def sweep(model: str, instance: str = "trn2.48xlarge", seq: int = 2048, batch: int = 1, dtype: str = "bf16",
           optimizer: str = "adamw", activation_checkpointing: bool = False, lnc: int | None = None,
-          progress=None) -> Sweep:
-    """Plan every valid layout of INSTANCE; ranked: those that fit, fastest estimate first, then the rest,
-    closest to fitting first. PROGRESS(i, n, layout) is called before each."""
+          progress=None, full_trace: bool = False) -> Sweep:
+    """Plan every valid layout of INSTANCE; ranked: those that fit, highest estimated tokens/s first (the step
+    time per token: a layout with more FSDP ranks takes more sequences per step), then the rest, closest to
+    fitting first. PROGRESS(i, n, layout) is called before each."""
     m = hardware.machine(instance, lnc)
     config, source = load_config(model)
     candidates, skipped = layouts(config, m)
@@ -151,6 +155,6 @@ def sweep(model: str, instance: str = "trn2.48xlarge", seq: int = 2048, batch: i
             progress(i, len(candidates), f"TP={tp} x FSDP={fsdp}")
         spec = StepSpec(tp=tp, fsdp=fsdp, seq=seq, batch=batch, dtype=dtype, optimizer=optimizer,
                         activation_checkpointing=activation_checkpointing)
-        plans.append(plan_for(config, source, spec, m, model))
+        plans.append(plan_for(config, source, spec, m, model, full_trace))
     plans.sort(key=_rank)
     return Sweep(plans=plans, skipped=skipped)

@@ -54,9 +54,65 @@ def _create_optimizer_state(model, optimizer) -> None:
     optimizer.zero_grad(set_to_none=True)
 
 
-def trace_step(config, spec: step_mod.StepSpec) -> Trace:
+def layer_period(config) -> int:
+    """How many decoder layers make one repeating unit (1, or the period of the config's layer_types list:
+    sliding/full attention alternation, dense/MoE alternation...)."""
+    text = config.get_text_config()
+    types = getattr(text, "layer_types", None)
+    if not types:
+        return 1
+    for p in range(1, len(types) + 1):
+        if all(types[i] == types[i % p] for i in range(len(types))):
+            return p
+    return len(types)
+
+
+def with_layers(config, n: int):
+    """A copy of CONFIG with N decoder layers (its per-layer lists cut to N)."""
+    import copy
+    config = copy.deepcopy(config)
+    text = config.get_text_config()
+    text.num_hidden_layers = n
+    types = getattr(text, "layer_types", None)
+    if isinstance(types, list):
+        text.layer_types = types[:n]
+    return config
+
+
+def trace_step(config, spec: step_mod.StepSpec, full: bool = False) -> Trace:
     """Rank 0's steady-state step of CONFIG under SPEC, with every tensor fake and the world of spec.world ranks
-    simulated in this process."""
+    simulated in this process.
+
+    A deep model is not traced whole (tracing costs seconds per decoder layer): the model is traced with 2 and with
+    3 repeating units of decoder layers, and memory and cost are extrapolated linearly to the real layer count
+    (every further unit adds what the third added: its parameters, gradients, optimizer state and saved
+    activations; the embedding, head and loss are traced as they are). FULL traces every layer;
+    tests/test_plan.py and docs/plan.md compare the two on small models."""
+    layers = config.get_text_config().num_hidden_layers
+    period = layer_period(config)
+    small, large = 2 * period, 3 * period
+    start = time.perf_counter()
+    if spec.world > 1:
+        # DTensor's sharding propagation runs ops of its own under the same fake mode the first time it meets an
+        # op; a one-unit warm-up trace fills its cache, so the counted traces hold only the step's ops.
+        _trace_once(with_layers(config, min(period, layers)), spec)
+    if full or layers <= large:
+        trace = _trace_once(config, spec)
+        trace.trace_seconds = time.perf_counter() - start
+        return trace
+    a = _trace_once(with_layers(config, small), spec)
+    b = _trace_once(with_layers(config, large), spec)
+    k = (layers - small) / (large - small)
+    by_category = {c: max(0, round(a.by_category[c] + k * (b.by_category[c] - a.by_category[c]))) for c in CATEGORIES}
+    return Trace(peak_bytes=sum(by_category.values()), by_category=by_category,
+                 cost=StepCost.extrapolated(a.cost, b.cost, k),
+                 parameters=round(a.parameters + k * (b.parameters - a.parameters)),
+                 trace_seconds=time.perf_counter() - start,
+                 notes=[f"traced with {small} and {large} of the {layers} decoder layers and extrapolated linearly "
+                        f"(docs/plan.md: agrees with a full trace on small models); --full-trace traces every layer"])
+
+
+def _trace_once(config, spec: step_mod.StepSpec) -> Trace:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     start = time.perf_counter()
