@@ -23,7 +23,7 @@ os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
 from . import _C  # noqa: E402  (the C++ core registers allocator, guard, hooks, kernels)
 from . import runtime  # noqa: E402
 
-_C._route_structured_ops_to_fallback()  # after the core's static registrations: see csrc/aten/RegisterFallback.cpp
+_C._route_ops_with_host_kernels_to_fallback()  # after the core's static registrations: see csrc/aten/RegisterFallback.cpp
 runtime.init()
 
 from . import _registration  # noqa: E402

@@ -13,20 +13,25 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
 }
 
-// Structured ATen ops (those with a functional/in-place/out= family) have a
-// CompositeExplicitAutogradNonFunctional kernel that serves any backend lacking
-// its own: it allocates the result (or a proxy for in-place ops), calls the
-// out= variant, and copies back into `self` for in-place ops. On neuron that
-// would be empty + out= through the fallback + an extra copy; the fallback can
-// run the host's functional or in-place kernel directly instead.
-// Likewise the few ops whose CompositeExplicitAutograd kernel is only the default
-// for backends without a kernel of their own while the host has one
-// (native_group_norm, native_layer_norm, _stack, addr, all/any.dims_out): the
-// composite can differ from the host kernel (math_group_norm views its input and
-// fails on channels-last memory, e.g. an image converted from numpy, where CPU's
-// kernel works); the host kernel keeps neuron equal to CPU. Called once from
-// Python, after every static registration of the core.
-int64_t route_structured_ops_to_fallback() {
+// Ops with a host (CPU) kernel and no neuron kernel of their own run that host kernel through the fallback.
+// Without this, the dispatcher would pick a composite kernel for PrivateUse1 before the backend fallback
+// (its order: a kernel for the key itself, then CompositeExplicitAutogradNonFunctional,
+// CompositeExplicitAutograd, CompositeImplicitAutograd, and only then the fallback). Those composites are
+// PyTorch's defaults for backends without a kernel, not what the host runs, and they differ from it:
+// - structured ops (CompositeExplicitAutogradNonFunctional): empty + out= + a copy back for in-place ops,
+//   three dispatches where the host kernel is one;
+// - math_native_layer_norm over a normalized size of 1 returns ~1e-7..5e-6 where the host kernel returns 0;
+//   math_group_norm views its input and fails on channels-last memory (an image converted from numpy) where
+//   the host kernel works (CompositeExplicitAutograd);
+// - silu_backward, mish_backward, native_channel_shuffle (CompositeImplicitAutograd next to a CPU kernel):
+//   the math formula rounds differently from the host kernel.
+// One rule, from the dispatcher's own tables, so every such op of this torch is covered: no list to keep.
+// Ops the device must own (allocation, views, copies, resize, set_) have a neuron kernel and are left alone;
+// ops without a CPU kernel decompose the same way on both devices. Registering a neuron kernel for a
+// CompositeImplicitAutograd op also makes its autograd key skip the composite, exactly as the CPU kernel
+// does for CPU, so autograd behaves as on CPU. Called once from Python, after every static registration of
+// the core.
+int64_t route_ops_with_host_kernels_to_fallback() {
   static std::unique_ptr<torch::Library> lib;
   if (lib) return 0;
   lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
@@ -36,12 +41,14 @@ int64_t route_structured_ops_to_fallback() {
   for (const auto& name : dispatcher.getAllOpNames()) {
     if (name.name.rfind("aten::", 0) != 0) continue;
     auto op = dispatcher.findOp(name);
-    if (!op ||
-        !(op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
-          op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) ||
-        op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
+    if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
         !op->hasKernelForDispatchKey(c10::DispatchKey::CPU))
       continue;
+    bool composite_on_neuron =
+        op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+        op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+        op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
+    if (!composite_on_neuron) continue;
     std::string qualified = name.name.substr(6);
     if (!name.overload_name.empty()) qualified += "." + name.overload_name;
     lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&fallback>());

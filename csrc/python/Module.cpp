@@ -49,7 +49,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_fp64_mode", &neuron::set_fp64_mode);
   m.def("_fallback_counts", &neuron::fallback_counts);
   m.def("_reset_fallback_counts", &neuron::reset_fallback_counts);
-  m.def("_route_structured_ops_to_fallback", &neuron::route_structured_ops_to_fallback);
+  m.def("_route_ops_with_host_kernels_to_fallback", &neuron::route_ops_with_host_kernels_to_fallback);
   m.def("_guards_host_access", &neuron::rt::guards_host_access);
   // Host access to device tensors for host code outside ATen (compiled graphs' kernels).
   py::class_<neuron::HostAccess>(m, "_HostAccess")

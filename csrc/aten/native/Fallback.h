@@ -14,8 +14,9 @@ namespace neuron {
 
 void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack);
 
-// Route structured ops straight to the fallback (aten/RegisterFallback.cpp); returns how many.
-int64_t route_structured_ops_to_fallback();
+// Route ops that have a host kernel but would take a composite on neuron to the fallback
+// (aten/RegisterFallback.cpp); returns how many.
+int64_t route_ops_with_host_kernels_to_fallback();
 
 // 0: allow float64 silently, 1: warn once, 2: raise (TORCHNEURON_FP64).
 void set_fp64_mode(int mode);
