@@ -8,7 +8,8 @@ shape and strides of the outputs, and every input after the call (in-place and o
 CPU rejects must be rejected on `neuron` with the same exception type. Data come from a seeded generator per
 example, with zeros, infinities and NaNs mixed in, so a failure prints a reproducible example.
 
-The test runs a few hundred examples, derandomized: every run draws the same examples.
+The fast test runs a few hundred examples; the slow one 10,000 (CI runs both; both are derandomized, so every
+run draws the same examples).
 """
 
 from __future__ import annotations
@@ -496,6 +497,11 @@ def _run_and_report(n):
 
 def test_common_ops_match_cpu_bit_for_bit():
     _run_and_report(300)
+
+
+@pytest.mark.slow
+def test_common_ops_match_cpu_bit_for_bit_10000_examples():
+    _run_and_report(10_000)
 
 
 def test_native_layer_norm_over_size_one_is_zero_like_cpu():

@@ -137,7 +137,8 @@ inline bool one_dtype(const at::TensorIteratorBase& iter) {
 }
 
 // A Python number (a CPU "wrapped number") in `like`'s dtype, when the CPU path
-// would compute with exactly that; otherwise undefined.
+// would compute with exactly that; otherwise undefined. Never for a bool: the op's
+// checks must see it (x - True raises on CPU).
 inline at::Tensor number_as(const at::Tensor& number, const at::Tensor& like) {
   if (!number.unsafeGetTensorImpl()->is_wrapped_number() || number.scalar_type() == like.scalar_type())
     return {};
@@ -147,7 +148,6 @@ inline at::Tensor number_as(const at::Tensor& number, const at::Tensor& like) {
   switch (number.scalar_type()) {
     case at::kDouble: value = *number.const_data_ptr<double>(); break;
     case at::kLong: value = *number.const_data_ptr<int64_t>(); break;
-    case at::kBool: value = *number.const_data_ptr<bool>(); break;
     case at::kComplexDouble: value = *number.const_data_ptr<c10::complex<double>>(); break;
     default: return {};
   }
