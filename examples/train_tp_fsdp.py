@@ -1,13 +1,13 @@
 """2-D parallel training on neuron: tensor parallel (with sequence parallel) inside FSDP2, under torchrun.
 
     torchrun --nproc-per-node 8 examples/train_tp_fsdp.py                    # 2 x 4 mesh: FSDP 2, TP 4
-    TP_SIZE=4 FSDP_SIZE=8 torchrun --nproc-per-node 32 examples/train_tp_fsdp.py   # 4 x 8 as on trn1.32xlarge
-    # two hosts of 16 cores each (e.g. TORCHNEURON_INSTANCE=trn1.32xlarge NEURON_RT_NUM_CORES=16):
+    TP_SIZE=4 FSDP_SIZE=8 torchrun --nproc-per-node 32 examples/train_tp_fsdp.py   # 4 x 8: half a trn2.48xlarge
+    # two hosts of 16 ranks each (on one machine, each torchrun node is one emulated host):
     torchrun --nnodes 2 --node-rank {0,1} --nproc-per-node 16 --master-addr HOST0 --master-port 29500 \
         examples/train_tp_fsdp.py
 
-Each rank is one NeuronCore: it binds to neuron:LOCAL_RANK of the emulated
-instance when torch loads. The device mesh is (dp, tp) = (FSDP_SIZE, TP_SIZE):
+Each rank holds one NeuronCore, as in TorchNeuron: NeuronCore LOCAL_RANK of the
+emulated instance (default trn2.48xlarge), as device neuron:LOCAL_RANK. The device mesh is (dp, tp) = (FSDP_SIZE, TP_SIZE):
 a TP group is TP_SIZE consecutive ranks, so with TP_SIZE dividing the cores of
 a host, tensor-parallel traffic (the most frequent and latency-bound) stays on
 one host and FSDP's all-gathers / reduce-scatters cross hosts.

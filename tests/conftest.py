@@ -1,12 +1,26 @@
 """Shared test setup: the plugin is loaded by `import torch` itself (autoload)."""
 
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# NeuronCores are exclusive per process (torch_neuronx/runtime/ownership.py). Each pytest session gets its
+# own core registry, so concurrent sessions on one machine never see each other's cores; within a session
+# the pytest process (which uses cores in-process) and the processes the tests start use two registries,
+# so a test's subprocess is not refused the core the test runner itself used. Tests of ownership point
+# their processes at one registry themselves.
+_CORE_REGISTRY = tempfile.mkdtemp(prefix="torchneuron-test-cores-")
+atexit.register(shutil.rmtree, _CORE_REGISTRY, ignore_errors=True)
+os.environ["TORCHNEURON_CORE_REGISTRY"] = os.path.join(_CORE_REGISTRY, "pytest")
+
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
+os.environ["TORCHNEURON_CORE_REGISTRY"] = os.path.join(_CORE_REGISTRY, "subprocesses")
 
 assert hasattr(torch, "neuron"), "torch_neuronx did not autoload on `import torch`: is it installed (scripts/setup.sh)?"
 

@@ -11,7 +11,7 @@ from helpers import run_python
 def test_autoload_and_registration():
     assert torch._C._get_privateuse1_backend_name() == "neuron"
     assert torch.neuron.is_available()
-    assert torch.neuron.device_count() == 32  # default emulated instance: trn1.32xlarge
+    assert torch.neuron.device_count() == 64  # default emulated instance: trn2.48xlarge at LNC=2
     d = torch.device("neuron:3")
     assert d.type == "neuron" and d.index == 3
 
@@ -135,8 +135,8 @@ def test_mixed_devices_raise_like_cuda():
 def test_invalid_device_index():
     with pytest.raises((RuntimeError, IndexError, ValueError), match="Invalid device index neuron:99"):
         torch.ones(2, device="neuron:99")
-    with pytest.raises(ValueError, match="Invalid device index neuron:40"):
-        torch.neuron.set_device(40)
+    with pytest.raises(ValueError, match="Invalid device index neuron:64"):
+        torch.neuron.set_device(64)
 
 
 def test_save_load_roundtrip(tmp_path):

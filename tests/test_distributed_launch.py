@@ -1,6 +1,6 @@
 """Launching ranks on neuron: torchrun helpers for the distributed tests, and the rank -> NeuronCore binding.
 
-Each rank binds to neuron:LOCAL_RANK of the emulated instance at import; a
+Each rank holds its own core, NeuronCore LOCAL_RANK, as device neuron:LOCAL_RANK (TorchNeuron's rule); a
 host with more ranks than cores fails at init_process_group with a clear error.
 """
 
@@ -85,7 +85,7 @@ def run_together(cmds: list[list[str]], timeout: float, envs: list[dict] | None 
 
 # ---- binding rules ---------------------------------------------------------------------------------------------
 
-_BINDING_VARS = ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHNEURON_INSTANCE", "NEURON_RT_VISIBLE_CORES",
+_BINDING_VARS = ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "WORLD_SIZE", "TORCHNEURON_INSTANCE", "NEURON_RT_VISIBLE_CORES",
                  "NEURON_RT_NUM_CORES", "NEURON_LOGICAL_NC_CONFIG")
 
 
@@ -101,11 +101,12 @@ def _rank_device(monkeypatch, strict=True, **env):
 
 @pytest.mark.parametrize("env, device", [
     ({}, None),                                                                          # no launcher: no binding
-    ({"LOCAL_RANK": 5, "LOCAL_WORLD_SIZE": 8}, 5),                                       # trn1.32xlarge: 32 cores
+    ({"LOCAL_RANK": 5, "LOCAL_WORLD_SIZE": 8}, 5),                                       # trn2.48xlarge: 64 cores
     ({"LOCAL_RANK": 31, "LOCAL_WORLD_SIZE": 32}, 31),
     ({"LOCAL_RANK": 1, "LOCAL_WORLD_SIZE": 2, "TORCHNEURON_INSTANCE": "trn1.2xlarge"}, 1),
     ({"LOCAL_RANK": 40, "LOCAL_WORLD_SIZE": 64, "TORCHNEURON_INSTANCE": "trn2.48xlarge"}, 40),
-    ({"LOCAL_RANK": 3, "LOCAL_WORLD_SIZE": 4, "NEURON_RT_VISIBLE_CORES": "3"}, 0),       # Neuron's per-process recipe
+    ({"LOCAL_RANK": 3, "LOCAL_WORLD_SIZE": 4, "WORLD_SIZE": 4, "NEURON_RT_VISIBLE_CORES": "3"}, 3),  # own core
+    ({"LOCAL_RANK": 3, "LOCAL_WORLD_SIZE": 4, "WORLD_SIZE": 8}, 3),          # launched: TorchNeuron's numbering
 ])
 def test_rank_binds_to_local_rank(monkeypatch, env, device):
     assert _rank_device(monkeypatch, **env) == device
@@ -113,12 +114,12 @@ def test_rank_binds_to_local_rank(monkeypatch, env, device):
 
 def test_more_ranks_than_cores_is_a_clear_error(monkeypatch):
     from torch_neuronx.distributed import RankBindingError
-    with pytest.raises(RankBindingError, match=r"runs 40 ranks but the emulated trn1.32xlarge exposes 32 NeuronCore"
-                                               r"\(s\).*--nproc-per-node 32.*TORCHNEURON_INSTANCE"):
-        _rank_device(monkeypatch, LOCAL_RANK=3, LOCAL_WORLD_SIZE=40)
+    with pytest.raises(RankBindingError, match=r"runs 70 ranks but the emulated trn2.48xlarge exposes 64 NeuronCore"
+                                               r"\(s\).*--nproc-per-node 64.*TORCHNEURON_INSTANCE"):
+        _rank_device(monkeypatch, LOCAL_RANK=3, LOCAL_WORLD_SIZE=70)
     with pytest.raises(RankBindingError, match="exposes 2 NeuronCore"):
         _rank_device(monkeypatch, LOCAL_RANK=2, LOCAL_WORLD_SIZE=3, TORCHNEURON_INSTANCE="trn1.2xlarge")
-    assert _rank_device(monkeypatch, strict=False, LOCAL_RANK=35, LOCAL_WORLD_SIZE=40) is None  # import time
+    assert _rank_device(monkeypatch, strict=False, LOCAL_RANK=65, LOCAL_WORLD_SIZE=70) is None  # import time
 
 
 # ---- the same in fresh processes: binding at import, init_process_group as the HF stack calls it -------------
@@ -153,7 +154,7 @@ import tempfile, torch, torch.distributed as dist
 print("at import", torch.neuron.current_device())
 dist.init_process_group("neuron", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
 """
-    r = _in_process(code, LOCAL_RANK=35, LOCAL_WORLD_SIZE=40)
+    r = _in_process(code, LOCAL_RANK=65, LOCAL_WORLD_SIZE=70)
     assert "at import 0" in r.stdout, r.stderr
     assert r.returncode != 0
-    assert "RankBindingError" in r.stderr and "exposes 32 NeuronCore(s)" in r.stderr
+    assert "RankBindingError" in r.stderr and "exposes 64 NeuronCore(s)" in r.stderr

@@ -18,7 +18,7 @@ def test_device_management():
         torch.neuron.set_device(0)
     assert torch.neuron.get_device_name(3) == "neuron:3"
     p = torch.neuron.get_device_properties(0)
-    assert p.name == "Trainium1 NeuronCore-v2" and p.total_memory == 16 << 30
+    assert p.name == "Trainium2 NeuronCore-v3" and p.total_memory == (24 << 30) - 2 * (96 << 20)  # bank less reserve
     assert torch.neuron.is_bf16_supported() and torch.neuron.is_initialized()
     torch.neuron.synchronize()
     x = torch.ones(1, device="neuron:2")
@@ -48,7 +48,7 @@ def test_memory_stats_track_tensors():
     assert torch.neuron.memory_allocated() == before + (1 << 20)
     assert torch.neuron.memory_reserved() >= torch.neuron.memory_allocated()
     free, total = torch.neuron.mem_get_info()
-    assert total == 16 << 30 and free == total - torch.neuron.memory_allocated()
+    assert total == (24 << 30) - 2 * (96 << 20) and free == total - torch.neuron.memory_allocated()
     del x
     assert torch.neuron.memory_allocated() == before
     assert torch.neuron.max_memory_allocated() >= before + (1 << 20)
@@ -117,7 +117,7 @@ def test_autocast_bf16():
 
 
 def test_set_device_rejects_bad_index():
-    with pytest.raises(ValueError, match="Invalid device index neuron:32"):
-        torch.neuron.set_device(32)
+    with pytest.raises(ValueError, match="Invalid device index neuron:64"):
+        torch.neuron.set_device(64)
     with pytest.raises(ValueError, match="Expected a neuron device"):
         torch.neuron.set_device("cpu")

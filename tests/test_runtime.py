@@ -7,40 +7,46 @@ from helpers import run_python
 from torch_neuronx.runtime import GiB, TopologyError, discover
 
 
-@pytest.mark.parametrize("instance,cores,hbm_gib", [
-    ("trn1.2xlarge", 2, 16), ("trn1.32xlarge", 32, 16), ("inf2.xlarge", 2, 16), ("inf2.48xlarge", 24, 16),
-    ("trn2.48xlarge", 64, 24), ("trn2.3xlarge", 4, 24),
+RESERVE = 96 << 20  # the runtime's share of HBM per physical core
+
+
+@pytest.mark.parametrize("instance,cores,bank_gib,physical_per_bank", [
+    ("trn1.2xlarge", 2, 16, 1), ("trn1.32xlarge", 32, 16, 1), ("inf2.xlarge", 2, 16, 1), ("inf2.48xlarge", 24, 16, 1),
+    ("trn2.48xlarge", 64, 24, 2), ("trn2.3xlarge", 4, 24, 2), ("trn3-gen1", 64, 36, 2), ("trn3-gen2", 16, 36, 2),
 ])
-def test_instance_shapes(instance, cores, hbm_gib):
+def test_instance_shapes(instance, cores, bank_gib, physical_per_bank):
     t = discover({"TORCHNEURON_INSTANCE": instance})
-    assert t.device_count == cores and t.hbm_per_core == hbm_gib * GiB
+    assert t.device_count == cores and t.hbm_per_core == bank_gib * GiB - physical_per_bank * RESERVE
 
 
-def test_trn2_logical_core_config():
-    t = discover({"TORCHNEURON_INSTANCE": "trn2.48xlarge", "NEURON_LOGICAL_NC_CONFIG": "1"})
-    assert t.device_count == 128 and t.hbm_per_core == 12 * GiB
+def test_default_instance_is_trn2_48xlarge():
+    t = discover({})
+    assert (t.instance.name, t.lnc, t.device_count, t.instance.core_version) == ("trn2.48xlarge", 2, 64, "v3")
+
+
+def test_logical_core_config_on_trn2_and_trn3():
+    t = discover({"TORCHNEURON_INSTANCE": "trn3-gen2", "NEURON_LOGICAL_NC_CONFIG": "1"})
+    assert t.device_count == 32 and t.shared_bank and t.bank_of(4) == t.bank_of(5) != t.bank_of(6)
     with pytest.raises(TopologyError, match="must be 1 or 2"):
         discover({"TORCHNEURON_INSTANCE": "trn2.48xlarge", "NEURON_LOGICAL_NC_CONFIG": "4"})
-    with pytest.raises(TopologyError, match="Trainium2 only"):
+    with pytest.raises(TopologyError, match="Trainium2 and Trainium3 only"):
         discover({"TORCHNEURON_INSTANCE": "trn1.2xlarge", "NEURON_LOGICAL_NC_CONFIG": "2"})
 
 
 def test_visible_cores_and_num_cores():
-    t = discover({"NEURON_RT_VISIBLE_CORES": "4-7,10"})
-    assert t.visible == (4, 5, 6, 7, 10) and t.device_count == 5
-    assert t.label(4) == "neuron:4 (NeuronCore 10 of trn1.32xlarge)"
+    t = discover({"NEURON_RT_VISIBLE_CORES": "4-7"})
+    assert t.visible == (4, 5, 6, 7) and t.device_count == 4
+    assert t.label(3) == "neuron:3 (NeuronCore 7 of trn2.48xlarge)"
     assert discover({"NEURON_RT_NUM_CORES": "3"}).visible == (0, 1, 2)
 
 
 @pytest.mark.parametrize("env,match", [
     ({"TORCHNEURON_INSTANCE": "trn9.huge"}, "not a known Neuron instance type"),
-    ({"NEURON_RT_VISIBLE_CORES": "0-40"}, r"names core\(s\) \[32,"),
-    ({"NEURON_RT_VISIBLE_CORES": "a-b"}, "is not a core list"),
-    ({"NEURON_RT_VISIBLE_CORES": "1,1"}, "names a core twice"),
-    ({"NEURON_RT_VISIBLE_CORES": "0", "NEURON_RT_NUM_CORES": "1"}, "set only one"),
-    ({"NEURON_RT_NUM_CORES": "99"}, "ask for 1..32"),
+    ({"NEURON_RT_VISIBLE_CORES": "0-70"}, r"names core\(s\) \[64,"),
+    ({"NEURON_RT_VISIBLE_CORES": "a-b"}, "is not a core id or range"),
+    ({"NEURON_RT_NUM_CORES": "99"}, r"ask for 1..64 \(0 means all\)"),
     ({"TORCHNEURON_HBM_PER_CORE": "lots"}, "is not a size"),
-    ({"TORCHNEURON_HBM_PER_CORE": "64GiB"}, "can only shrink"),
+    ({"TORCHNEURON_HBM_PER_CORE": "24GiB"}, "can only shrink"),
 ])
 def test_bad_environment_is_named(env, match):
     with pytest.raises(TopologyError, match=match):
@@ -55,21 +61,21 @@ def test_bad_environment_keeps_import_torch_working_and_errors_on_use():
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0] == "False 0"
-    assert "NEURON_RT_VISIBLE_CORES='0-99'" in lines[1] and "32 cores" in lines[1]
+    assert "NEURON_RT_VISIBLE_CORES='0-99'" in lines[1] and "64 cores" in lines[1]
 
 
 def test_visible_cores_in_a_process():
     r = run_python("import torch; p = torch.neuron.get_device_properties(1);"
                    "print(torch.neuron.device_count(), p.core_id, p.name, p.total_memory)",
-                   env={"NEURON_RT_VISIBLE_CORES": "2,3", "TORCHNEURON_INSTANCE": "trn2.48xlarge"})
+                   env={"NEURON_RT_VISIBLE_CORES": "2-3", "TORCHNEURON_INSTANCE": "trn2.48xlarge"})
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["2", "3", "Trainium2", "NeuronCore-v3", str(24 * GiB)]
+    assert r.stdout.split() == ["2", "3", "Trainium2", "NeuronCore-v3", str(24 * GiB - 2 * RESERVE)]
 
 
 def test_oom_names_core_request_and_budget_and_process_survives():
     free_before = torch.neuron.mem_get_info(0)[0]
-    with pytest.raises(torch.OutOfMemoryError, match=r"neuron:0 \(NeuronCore 0 of trn1.32xlarge\).*17.00 GiB.*16.00 GiB"):
-        torch.empty(17 * GiB, dtype=torch.uint8, device="neuron")
+    with pytest.raises(torch.OutOfMemoryError, match=r"neuron:0 \(NeuronCore 0 of trn2.48xlarge\).*24.00 GiB.*23.81 GiB"):
+        torch.empty(24 * GiB, dtype=torch.uint8, device="neuron")
     assert torch.neuron.mem_get_info(0)[0] == free_before
     assert torch.neuron.memory_stats()["num_ooms"] >= 1
     assert torch.ones(4, device="neuron").sum().item() == 4
@@ -101,7 +107,7 @@ print("free", torch.neuron.mem_get_info()[0] == 64 * MiB - 60 * MiB - base, "oth
 def test_oom_accounting_is_exact_under_a_small_budget():
     r = run_python(OOM_SCRIPT, env={"TORCHNEURON_HBM_PER_CORE": "64MiB"})
     assert r.returncode == 0, r.stderr
-    assert "OOM Neuron out of memory on neuron:0 (NeuronCore 0 of trn1.32xlarge): tried to allocate 40.00 MiB" in r.stdout
+    assert "OOM Neuron out of memory on neuron:0 (NeuronCore 0 of trn2.48xlarge): tried to allocate 40.00 MiB" in r.stdout
     assert "free True other core 0" in r.stdout
 
 
@@ -129,7 +135,8 @@ def test_cli_ls_and_info():
     r = subprocess.run([sys.executable, "-m", "torch_neuronx.cli", "ls"], capture_output=True, text=True,
                        env={**__import__("os").environ, "TORCHNEURON_INSTANCE": "inf2.xlarge", "COLUMNS": "160"})
     assert r.returncode == 0, r.stderr
-    assert "inf2.xlarge" in r.stdout and "neuron:1" in r.stdout and "16 GiB" in r.stdout
+    assert "inf2.xlarge" in r.stdout and "neuron:1" in r.stdout and "15.91 GiB" in r.stdout
+    assert "Trn2 and Trn3 only" in r.stdout
     r = subprocess.run([sys.executable, "-m", "torch_neuronx.cli", "info"], capture_output=True, text=True,
                        env={**__import__("os").environ, "COLUMNS": "160"})
     assert r.returncode == 0, r.stderr

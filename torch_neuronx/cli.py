@@ -27,19 +27,37 @@ def _ls(args: argparse.Namespace) -> int:
         return 2
     inst = topo.instance
     gib = runtime.GiB
+    reserve = runtime.RUNTIME_RESERVE_PER_PHYSICAL_CORE
     console.print(f"[bold]instance[/bold] {inst.name} ({inst.chips} x {inst.chip}, NeuronCore-{inst.core_version}, "
-                  f"LNC={topo.lnc}) - emulated: device memory is host RAM under a per-core HBM budget")
+                  f"LNC={topo.lnc}) - emulated: device memory is host RAM under each HBM bank's budget")
+    if not inst.supported_by_torchneuron:
+        console.print(f"[yellow]note:[/yellow] the real TorchNeuron runs on Trn2 and Trn3 only; {inst.chip} is "
+                      f"emulated for older jobs")
+    bank = (f"two cores share each {inst.bank_bytes() / gib:.0f} GiB bank" if topo.shared_bank
+            else f"each core has its own {inst.bank_bytes() / gib:.0f} GiB bank")
+    console.print(f"HBM: {bank}; the runtime keeps {reserve >> 20} MiB per physical core, leaving "
+                  f"{topo.hbm_per_core / gib:.2f} GiB per bank for tensors")
+    from .runtime import ownership
+    holders = {}
+    for h in ownership.held_cores(inst.name):
+        for p in h.physical_cores:
+            holders[p] = h
     table = Table(show_header=True, header_style="bold")
-    for col in ("device", "core id", "chip", "HBM", "in use", "peak"):
-        table.add_column(col, justify="right" if col in ("HBM", "in use", "peak") else "left")
+    for col in ("device", "core id", "chip", "HBM", "held by", "holder's use"):
+        table.add_column(col, justify="right" if col in ("HBM", "holder's use") else "left")
     cores_per_chip = inst.cores(topo.lnc) // inst.chips
-    for i, core in enumerate(topo.visible):
-        s = runtime.memory_stats(i)
-        table.add_row(f"neuron:{i}", str(core), str(core // cores_per_chip), f"{topo.hbm_per_core / gib:.0f} GiB",
-                      f"{s['allocated_bytes'] / (1 << 20):.1f} MiB", f"{s['peak_allocated_bytes'] / (1 << 20):.1f} MiB")
+    for i in range(topo.first_index, topo.first_index + len(topo.visible)):
+        core = topo.core_of(i)
+        held = {holders[p] for p in ownership.physical_cores(core, topo.lnc) if p in holders}
+        who = ", ".join(f"pid {h.pid} {h.command[:40]}".strip() for h in sorted(held, key=lambda h: h.pid)) or "free"
+        use = ", ".join(f"{h.hbm_in_use / (1 << 20):.1f} MiB" for h in sorted(held, key=lambda h: h.pid)) or "-"
+        table.add_row(f"neuron:{i}", str(core), str(core // cores_per_chip), f"{topo.hbm_per_core / gib:.2f} GiB",
+                      who, use)
     console.print(table)
-    console.print(f"{topo.device_count} of {topo.total_cores} cores visible to this process "
-                  f"(NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES); in use is this process's own allocations")
+    registry = ownership.registry_dir()
+    console.print(f"{len(topo.visible)} of {topo.total_cores} cores visible to this process "
+                  f"(NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES); a core is held by the process that first "
+                  f"used it until it exits (registry: {registry or 'off'})")
     return 0
 
 
@@ -76,8 +94,8 @@ def _info(args: argparse.Namespace) -> int:
     table.add_row("torch.neuron available", str(torch.neuron.is_available()))
     try:
         topo = runtime.topology()
-        table.add_row("runtime", f"emulator: {topo.instance.name}, {topo.device_count} cores, "
-                                 f"{topo.hbm_per_core / runtime.GiB:.0f} GiB HBM per core")
+        table.add_row("runtime", f"emulator: {topo.instance.name}, {len(topo.visible)} cores, "
+                                 f"{topo.hbm_per_core / runtime.GiB:.2f} GiB HBM per core")
     except runtime.TopologyError as e:
         table.add_row("runtime", f"[red]unavailable: {e}[/red]")
     autoload = os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") != "0"

@@ -56,7 +56,7 @@ struct DeviceAllocator final : c10::DeviceAllocator {
   void resetPeakStats(c10::DeviceIndex device) override { rt::reset_peak(device); }
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
     auto total = rt::hbm_bytes(device);
-    return {static_cast<size_t>(total - rt::stats(device).allocated), static_cast<size_t>(total)};
+    return {static_cast<size_t>(total - rt::bank_allocated(device)), static_cast<size_t>(total)};  // a bank may be shared
   }
 };
 

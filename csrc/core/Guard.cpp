@@ -16,7 +16,7 @@
 namespace neuron {
 namespace {
 
-thread_local c10::DeviceIndex t_current_device = 0;
+thread_local c10::DeviceIndex t_current_device = -1;  // -1: the process default (a launched rank's own core)
 
 constexpr int kMaxDevices = 512;
 constexpr int kStreamsPerPool = 32;
@@ -101,10 +101,13 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
 
 } // namespace
 
-c10::DeviceIndex current_device() { return t_current_device; }
+c10::DeviceIndex current_device() {
+  return t_current_device >= 0 ? t_current_device : static_cast<c10::DeviceIndex>(rt::default_device());
+}
 
 void set_current_device(c10::DeviceIndex index) {
   rt::check_device(index);
+  rt::check_attached(index);  // a launched rank may not make a sibling rank's core current
   t_current_device = index;
 }
 

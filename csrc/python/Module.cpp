@@ -15,8 +15,9 @@ void bind_memory_history(py::module& m);  // MemoryHistory.cpp
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "TorchNeuron C++ core (allocator, guard, hooks, generator, fallback, copies)";
-  m.def("_configure", &neuron::rt::configure, "Configure the emulated cores: HBM bytes and label per core");
+  m.def("_configure", &neuron::rt::configure, "Configure the emulated cores: HBM bytes, label, bank, attachment per device");
   m.def("_set_unavailable", &neuron::rt::set_unavailable);
+  m.def("_set_core_registry", &neuron::rt::set_core_registry, "Lock files (per physical core) and holder header per device");
   m.def("_is_configured", &neuron::rt::configured);
   m.def("_device_count", &neuron::rt::device_count);
   m.def("_hbm_bytes", &neuron::rt::hbm_bytes);
@@ -40,6 +41,7 @@ PYBIND11_MODULE(_C, m) {
     out["live_allocs"] = s.live_allocs;
     out["peak_live_allocs"] = s.peak_live_allocs;
     out["hbm_bytes"] = neuron::rt::hbm_bytes(d);
+    out["bank_allocated_bytes"] = neuron::rt::bank_allocated(d);  // with a neighbour sharing the bank
     return out;
   });
   neuron::bind_memory_history(m);

@@ -1,9 +1,13 @@
-// NeuronCore emulator: device memory is host RAM, each core has an HBM budget.
+// NeuronCore emulator: device memory is host RAM, each HBM bank has a budget.
 //
 // Accounting is exact: every byte handed out (or adopted from a host kernel's
-// output) is counted against its core until released, so memory_allocated()
-// and the OOM check see exactly what live tensors hold. No caching: host
-// malloc is already fast and a cache would only blur the accounting.
+// output) is counted against its core and the core's HBM bank until released,
+// so memory_allocated() and the OOM check see exactly what live tensors hold.
+// A bank usually belongs to one core; at LNC=1 on Trainium2/3 the two physical
+// cores of a pair share theirs, so one may use more than half of it while its
+// neighbour uses less, and a busy neighbour makes it run out early, as on the
+// hardware. No caching: host malloc is already fast and a cache would only blur
+// the accounting.
 #include "Runtime.h"
 
 #include <c10/core/impl/alloc_cpu.h>
@@ -16,7 +20,13 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
+#include <fstream>
 #include <mutex>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <sstream>
 #include <unordered_map>
 
@@ -33,9 +43,20 @@ struct Block {
 
 struct State {
   std::mutex mu;
-  std::vector<int64_t> budget;
+  std::vector<int64_t> budget;      // per device: its bank's budget
   std::vector<std::string> labels;
   std::vector<CoreStats> stats;
+  std::vector<int> bank;            // per device: index into bank_used
+  std::vector<int64_t> bank_used;   // bytes held on each bank by all its cores
+  std::vector<bool> attached;       // per device: does this process hold it
+  std::string detached_reason;
+  int default_device = 0;
+  // Core ownership (set_core_registry): lock files per device, whether this process holds them,
+  // and where it publishes the device's bytes in use (a slot in the first lock file, mmap'd).
+  std::vector<std::vector<std::string>> lock_files;
+  std::vector<std::string> lock_header;
+  std::vector<bool> held;
+  std::vector<int64_t*> usage_slot;
   std::unordered_map<const void*, Block> blocks;
   bool configured = false;
   std::string unavailable;  // why configuration failed, if it did
@@ -85,6 +106,75 @@ std::string human(int64_t n) {
   return os.str();
 }
 
+// Lock file layout: a text header (who holds the core) padded to kUsageOffset, then the holder's
+// bytes in use on the device as an int64 (read by torch_neuronx.runtime.ownership.held_cores).
+constexpr off_t kUsageOffset = 128;
+constexpr off_t kLockFileSize = kUsageOffset + sizeof(int64_t);
+
+std::string read_holder(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  auto pid_at = line.find("pid ");
+  if (pid_at == std::string::npos) return "another process";
+  std::string pid = line.substr(pid_at + 4, line.find(' ', pid_at + 4) - pid_at - 4);
+  std::ifstream cmd("/proc/" + pid + "/cmdline");
+  std::string arg, command;
+  while (std::getline(cmd, arg, '\0') && command.size() < 80) command += (command.empty() ? "" : " ") + arg;
+  return "process " + pid + (command.empty() ? "" : " (" + command + ")");
+}
+
+// Take every lock file of the device; on a held one, release what was taken and raise.
+void acquire_core(State& s, int device) {
+  std::vector<int> fds;
+  auto give_back = [&] {
+    for (int fd : fds) ::close(fd);
+  };
+  for (const auto& path : s.lock_files[device]) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    struct stat st {};
+    if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+      int err = errno;
+      if (fd >= 0) ::close(fd);
+      give_back();
+      TORCH_CHECK(false, "Cannot use the core registry file ", path, " for ", s.labels[device], ": ",
+                  fd < 0 ? std::strerror(err) : "it is not a regular file owned by you",
+                  ". Point TORCHNEURON_CORE_REGISTRY at a private directory.");
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd);
+      give_back();
+      std::string holder = read_holder(path);
+      TORCH_CHECK(false, s.labels[device], " is held by ", holder,
+                  ": on Neuron a process reserves the NeuronCores it uses until it exits, and a second process "
+                  "asking for a held core fails (nrt_allocate_neuron_cores). Stop the holder (a stale process "
+                  "is the usual cause; `torchneuron ls` lists holders), or give this process free cores with "
+                  "NEURON_RT_VISIBLE_CORES=<core or range>.");
+    }
+    fds.push_back(fd);
+  }
+  std::string header = s.lock_header[device];
+  header.resize(kUsageOffset - 1, ' ');
+  header += '\n';
+  for (int fd : fds) {
+    int64_t zero = 0;
+    if (::ftruncate(fd, kLockFileSize) != 0 || ::pwrite(fd, header.data(), header.size(), 0) < 0 ||
+        ::pwrite(fd, &zero, sizeof(zero), kUsageOffset) < 0) {
+      // Ownership holds through the lock; only the published details are missing.
+    }
+  }
+  if (!fds.empty()) {
+    void* map = ::mmap(nullptr, kLockFileSize, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+    if (map != MAP_FAILED)
+      s.usage_slot[device] = reinterpret_cast<int64_t*>(static_cast<char*>(map) + kUsageOffset);
+  }
+  s.held[device] = true;  // the descriptors stay open until the process exits: the kernel drops the locks
+}
+
+void publish_usage(State& s, int device) {
+  if (int64_t* slot = s.usage_slot[device]) __atomic_store_n(slot, s.stats[device].allocated, __ATOMIC_RELAXED);
+}
+
 void check_device(const State& s, int device) {
   TORCH_CHECK(s.configured, s.unavailable.empty()
                                 ? std::string("TorchNeuron runtime is not configured: import torch_neuronx first")
@@ -97,18 +187,39 @@ void check_device(const State& s, int device) {
       "or a larger TORCHNEURON_INSTANCE.");
 }
 
+// A valid index this process holds: under a launcher, a sibling rank's core is a valid index but not ours.
+void check_usable(const State& s, int device) {
+  check_device(s, device);
+  TORCH_CHECK(s.attached[device], s.labels[device], " is not attached to this process: ", s.detached_reason);
+}
+
 } // namespace
 
-void configure(const std::vector<int64_t>& hbm_bytes, const std::vector<std::string>& labels) {
+void configure(const std::vector<int64_t>& hbm_bytes, const std::vector<std::string>& labels,
+               const std::vector<int64_t>& banks, const std::vector<bool>& attached,
+               const std::string& detached_reason, int default_device) {
   auto& s = state();
   std::lock_guard<std::mutex> g(s.mu);
-  TORCH_CHECK(hbm_bytes.size() == labels.size(), "configure: one label per core");
+  size_t n = hbm_bytes.size();
+  TORCH_CHECK(labels.size() == n && banks.size() == n && attached.size() == n,
+              "configure: one label, bank and attachment per core");
   TORCH_CHECK(
       !s.configured || s.blocks.empty(),
       "The NeuronCore runtime cannot be reconfigured while device memory is in use");
   s.budget = hbm_bytes;
   s.labels = labels;
-  s.stats.assign(hbm_bytes.size(), CoreStats{});
+  s.stats.assign(n, CoreStats{});
+  s.attached = attached;
+  s.detached_reason = detached_reason;
+  s.default_device = default_device;
+  // Dense bank indices: devices with the same bank id share one counter.
+  std::unordered_map<int64_t, int> dense;
+  s.bank.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) s.bank[i] = dense.emplace(banks[i], static_cast<int>(dense.size())).first->second;
+  s.bank_used.assign(dense.size(), 0);
+  s.lock_files.clear();
+  s.held.assign(n, false);
+  s.usage_slot.assign(n, nullptr);
   const char* strict_env = std::getenv("TORCHNEURON_STRICT_MEMORY");
   g_strict.store(strict_env && std::strcmp(strict_env, "1") == 0);
   s.configured = true;
@@ -125,9 +236,34 @@ int device_count() { return static_cast<int>(state().budget.size()); }
 
 void check_device(int device) { check_device(state(), device); }
 
+int default_device() { return state().default_device; }
+
+void set_core_registry(const std::vector<std::vector<std::string>>& lock_files,
+                       const std::vector<std::string>& header) {
+  auto& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  TORCH_CHECK(lock_files.size() == s.budget.size() && header.size() == s.budget.size(),
+              "set_core_registry: one entry per device");
+  s.lock_files = lock_files;
+  s.lock_header = header;
+}
+
+void check_attached(int device) {
+  auto& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  check_usable(s, device);
+}
+
+int64_t bank_allocated(int device) {
+  auto& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  check_usable(s, device);
+  return s.bank_used[s.bank[device]];
+}
+
 int64_t hbm_bytes(int device) {
   auto& s = state();
-  check_device(s, device);
+  check_usable(s, device);
   return s.budget[device];
 }
 
@@ -139,27 +275,44 @@ const std::string& label(int device) {
 
 [[noreturn]] void raise_oom(int device, size_t nbytes) {
   auto& s = state();
-  CoreStats st = s.stats[device];
-  int64_t budget = s.budget[device];
+  std::string neighbours;
+  int64_t budget, own, used;
+  {
+    std::lock_guard<std::mutex> g(s.mu);
+    budget = s.budget[device];
+    own = s.stats[device].allocated;
+    used = s.bank_used[s.bank[device]];
+    for (size_t i = 0; i < s.bank.size(); ++i)
+      if (static_cast<int>(i) != device && s.bank[i] == s.bank[device])
+        neighbours += (neighbours.empty() ? "" : ", ") + s.labels[i] + " holds " + human(s.stats[i].allocated);
+  }
+  int64_t others = used - own;  // a neighbour's share (this process's or, when it is not ours, nothing counted)
   TORCH_CHECK_WITH(
       OutOfMemoryError, false,
       "Neuron out of memory on ", s.labels[device], ": tried to allocate ", human(nbytes),
-      "; the core's HBM budget is ", human(budget), ", of which ", human(st.allocated),
-      " is allocated by tensors and ", human(budget - st.allocated),
+      "; the core's HBM budget is ", human(budget), " (its bank less the runtime's reserve), of which ",
+      human(own), " is allocated by its tensors",
+      neighbours.empty() ? std::string()
+                         : ", " + human(others) + " by the neighbour sharing its bank at LNC=1 (" + neighbours + ")",
+      " and ", human(budget - used),
       " is free. Reduce the batch size or sequence length, shard the model across more cores "
       "(FSDP/tensor parallel), or emulate a larger instance (TORCHNEURON_INSTANCE, "
-      "NEURON_LOGICAL_NC_CONFIG=2 on trn2).");
+      "NEURON_LOGICAL_NC_CONFIG=2 on trn2/trn3).");
 }
 
 // Reserve nbytes on a core; false when the budget would be exceeded.
 static bool reserve(State& s, int device, size_t nbytes) {
-  check_device(s, device);
+  check_usable(s, device);
+  if (!s.held[device] && !s.lock_files.empty()) acquire_core(s, device);  // first use: take the core
   auto& st = s.stats[device];
-  if (st.allocated + static_cast<int64_t>(nbytes) > s.budget[device]) {
+  auto& bank = s.bank_used[s.bank[device]];
+  if (bank + static_cast<int64_t>(nbytes) > s.budget[device]) {
     st.num_ooms++;
     return false;
   }
+  bank += nbytes;
   st.allocated += nbytes;
+  publish_usage(s, device);
   st.peak_allocated = std::max(st.peak_allocated, st.allocated);
   st.num_allocs++;
   st.total_allocated += nbytes;
@@ -189,6 +342,8 @@ void* allocate(int device, size_t nbytes) {
     std::lock_guard<std::mutex> g(s.mu);
     s.stats[device].allocated -= nbytes;
     s.stats[device].live_allocs--;
+    s.bank_used[s.bank[device]] -= nbytes;
+    publish_usage(s, device);
     throw;
   }
   {
@@ -209,6 +364,8 @@ static bool forget(const void* ptr, Block& block, int64_t& allocated) {
   block = it->second;
   auto& st = s.stats[block.device];
   st.allocated -= block.nbytes;
+  s.bank_used[s.bank[block.device]] -= block.nbytes;
+  publish_usage(s, block.device);
   st.total_freed += block.nbytes;
   st.num_frees++;
   st.live_allocs--;
@@ -324,14 +481,14 @@ void synchronize(int device) {
 CoreStats stats(int device) {
   auto& s = state();
   std::lock_guard<std::mutex> g(s.mu);
-  check_device(s, device);
+  check_usable(s, device);
   return s.stats[device];
 }
 
 void reset_peak(int device) {
   auto& s = state();
   std::lock_guard<std::mutex> g(s.mu);
-  check_device(s, device);
+  check_usable(s, device);
   s.stats[device].peak_allocated = s.stats[device].allocated;
   s.stats[device].peak_live_allocs = s.stats[device].live_allocs;
 }
@@ -339,7 +496,7 @@ void reset_peak(int device) {
 void reset_accumulated(int device) {
   auto& s = state();
   std::lock_guard<std::mutex> g(s.mu);
-  check_device(s, device);
+  check_usable(s, device);
   auto& st = s.stats[device];
   st.num_allocs = st.num_frees = st.num_ooms = st.total_allocated = st.total_freed = 0;
 }

@@ -31,17 +31,38 @@ struct CoreStats {
 };
 
 // Topology is decided by the Python runtime layer (instance type, visible
-// cores); the core only needs the count, each core's budget and a label used
-// in error messages ("neuron:1 (NeuronCore 5 of trn1.32xlarge)").
-void configure(const std::vector<int64_t>& hbm_bytes, const std::vector<std::string>& labels);
+// cores); the core needs, per device index: the HBM its bank offers, a label
+// used in error messages ("neuron:1 (NeuronCore 5 of trn2.48xlarge)"), its
+// HBM bank (devices with the same bank share one budget: the two cores of a
+// pair at LNC=1 on Trainium2/3) and whether this process holds it (under a
+// launcher a rank holds only its own core; `detached_reason` says why the
+// others cannot be used and what to do). Threads that never chose a device
+// start on `default_device` (the rank's own core).
+void configure(const std::vector<int64_t>& hbm_bytes, const std::vector<std::string>& labels,
+               const std::vector<int64_t>& banks, const std::vector<bool>& attached,
+               const std::string& detached_reason, int default_device);
 bool configured();
+// Exclusive core ownership across the processes of a host (torch_neuronx/runtime/ownership.py):
+// `lock_files[d]` are the per-physical-core lock files of device d, in a registry directory the
+// Python layer checked. On its first allocation a device takes a kernel-released lock (flock) on
+// each, held until the process exits (crash and SIGKILL included), and records the process and
+// its bytes in use there; a core another process holds raises an error naming it and its holder.
+// `header[d]` is the text recorded for device d (pid, core, LNC, instance).
+void set_core_registry(const std::vector<std::vector<std::string>>& lock_files,
+                       const std::vector<std::string>& header);
 // Record why the runtime could not start (bad environment); every device use reports it.
 void set_unavailable(const std::string& reason);
 int device_count();
 // Raises the reason the runtime is unavailable, or the one invalid-device error (the index, how many
 // cores are visible, how to make more visible).
 void check_device(int device);
+// The device a thread uses before it sets one.
+int default_device();
+// Raises unless this process holds the device (a valid index of another rank's core does not count).
+void check_attached(int device);
 int64_t hbm_bytes(int device);
+// Bytes in use on the device's HBM bank (its own and, on a shared bank, its neighbour's).
+int64_t bank_allocated(int device);
 const std::string& label(int device);
 
 // Device memory. `allocate` raises c10::OutOfMemoryError past the budget.

@@ -115,7 +115,7 @@ _live: set = set()  # worker processes running now (ended if the run is interrup
 
 
 def run_one(arch: str, mode: str, timeout: float, workdir: str, live: set | None = None,
-            suite: Suite = TRANSFORMERS) -> dict:
+            suite: Suite = TRANSFORMERS, core: int | None = None) -> dict:
     """Run one architecture's worker; always returns a result dict (never raises for the model's failures)."""
     out = os.path.join(workdir, f"{arch}.json")
     log = os.path.join(workdir, f"{arch}.log")
@@ -123,6 +123,8 @@ def run_one(arch: str, mode: str, timeout: float, workdir: str, live: set | None
     cmd = [sys.executable, "-m", suite.worker, arch, "--mode", mode, "--out", out]
     t0 = time.monotonic()
     env = _worker_env()
+    if core is not None:  # NeuronCores are exclusive per process: workers running at once use different cores
+        env["NEURON_RT_VISIBLE_CORES"] = str(core)
     with open(log, "w") as logf:
         # own process group: the timeout kills the worker and anything it started. The work directory
         # as current directory: a source checkout the command was started from cannot shadow the
@@ -180,13 +182,18 @@ def run_matrix(archs: list[str], mode: str = "both", jobs: int = 1, timeout: flo
     results: dict[str, dict] = {}
     lock = threading.Lock()
     stopping = threading.Event()
+    free_cores = _worker_cores(jobs)
 
     def one(arch: str) -> None:
         if stopping.is_set():
             return
         if on_start:
             on_start(arch)
-        r = run_one(arch, mode, timeout, workdir, _live, suite)
+        core = free_cores.get()
+        try:
+            r = run_one(arch, mode, timeout, workdir, _live, suite, core=core)
+        finally:
+            free_cores.put(core)
         if stopping.is_set():
             return  # killed by the interruption, not by its model: no verdict
         with lock:
@@ -204,6 +211,20 @@ def run_matrix(archs: list[str], mode: str = "both", jobs: int = 1, timeout: flo
             import shutil
             shutil.rmtree(workdir, ignore_errors=True)
     return {a: results[a] for a in archs if a in results}
+
+
+def _worker_cores(jobs: int):
+    """One NeuronCore per concurrent worker (a core belongs to one process at a time, as on Neuron): the first
+    `jobs` cores this process may use."""
+    import queue
+    first = 0
+    visible = os.environ.get("NEURON_RT_VISIBLE_CORES", "").strip()
+    if visible.split("-")[0].isdigit():
+        first = int(visible.split("-")[0])
+    cores: queue.Queue = queue.Queue()
+    for k in range(max(1, jobs)):
+        cores.put(first + k)
+    return cores
 
 
 def _run_pool(one: Callable[[str], None], archs: list[str], jobs: int, stopping: threading.Event) -> None:

@@ -34,6 +34,8 @@ def _create_backend(dist_opts, backend_options=None):
     from .device_binding import check_binding
 
     check_binding()  # more ranks on this host than NeuronCores: a clear error, not a silent shared core
+    from ..runtime import check_collective_group
+    check_collective_group(dist_opts.group_size, list(dist_opts.global_ranks_in_group) or None)  # "Unsupported topology"
     if not dist.is_gloo_available():
         raise RuntimeError("The neuron c10d backend moves data with gloo, but this torch build has no gloo")
     timeout = dist_opts.timeout

@@ -1,21 +1,19 @@
-"""Which NeuronCore a rank uses: neuron:LOCAL_RANK, one rank per core.
+"""Which NeuronCore a rank uses: its own, NeuronCore LOCAL_RANK, as device neuron:LOCAL_RANK.
 
-A launcher (torchrun, or Accelerate/Transformers on top of it) starts one
-process per core and tells each its LOCAL_RANK on its host. Every process
-sees the whole emulated instance (TORCHNEURON_INSTANCE, default
-trn1.32xlarge: 32 cores) and binds to core LOCAL_RANK:
+A launcher (torchrun, or Accelerate/Transformers/TRL on top of it) starts one process per core and
+tells each its LOCAL_RANK on its host. As in TorchNeuron, when several ranks run (WORLD_SIZE > 1) and
+the user has not chosen NEURON_RT_VISIBLE_CORES, the runtime sets it to LOCAL_RANK before it starts
+(torch_neuronx.runtime.init, at import): each rank holds exactly one core. Device indices keep
+TorchNeuron's numbering: a rank sees as many indices as there are ranks on its host, and its own core
+is index LOCAL_RANK, the one Transformers (`torch.accelerator.set_device_index(local_rank)`),
+Accelerate (`torch.neuron.current_device()`) and DeviceMesh (`rank % device_count`) bind to; the other
+indices are its sibling ranks' cores, which it cannot use (a clear error names its own). So
+`device_map="auto"` loads a model onto the rank's own core only, and code written for CUDA's
+`cuda:LOCAL_RANK` runs unchanged.
 
-* at import, so that code asking `torch.neuron.current_device()` before
-  init_process_group (Accelerate) or building a DeviceMesh (which only sets
-  the device when the device module says it is uninitialised) gets the rank's
-  own core. `import torch` must not fail, so an impossible binding is left for
-* process-group creation, which raises a clear error when a host runs more
-  ranks than the instance has cores.
-
-If the process was given its own cores the way the Neuron runtime does it
-(NEURON_RT_VISIBLE_CORES=<one core> per process), it sees one device and binds
-to neuron:0. The binding is per thread (the current device is, as in CUDA):
-threads other than the importing one start on neuron:0, as they would on CUDA.
+This module makes that index current at import (so code asking `current_device()` before
+init_process_group gets the rank's core) and checks the binding when a process group is created:
+more ranks on a host than cores, or a rank given several cores, is a clear error.
 Multi-host runs need nothing more: LOCAL_RANK counts ranks on each host.
 """
 
@@ -27,7 +25,7 @@ import torch
 
 
 class RankBindingError(RuntimeError):
-    """This host runs more ranks than the emulated instance has NeuronCores."""
+    """A rank cannot have a NeuronCore of its own (more ranks on this host than cores, or several cores)."""
 
 
 def _env_int(name: str) -> int | None:
@@ -43,8 +41,8 @@ def _env_int(name: str) -> int | None:
 def rank_device(strict: bool, topology=None) -> int | None:
     """The device index of this rank, or None when no launcher gave a LOCAL_RANK.
 
-    strict=False never raises (import time) and returns None for an
-    impossible binding; strict=True raises RankBindingError naming the fix.
+    strict=False never raises (import time) and returns None for an impossible binding;
+    strict=True raises RankBindingError (or the TopologyError of a bad environment) naming the fix.
     `topology` defaults to this process's (torch_neuronx.runtime.topology()).
     """
     try:
@@ -63,33 +61,45 @@ def rank_device(strict: bool, topology=None) -> int | None:
         if strict:
             raise
         return None
-    cores = topo.device_count
     ranks_here = max(local_world or 0, local_rank + 1)
+    launched = topo.first_index == local_rank and topo.device_count >= ranks_here and topo.attached(local_rank)
+    if launched:
+        if len(topo.visible) == 1 or not strict:
+            return local_rank
+        raise RankBindingError(
+            f"LOCAL_RANK={local_rank} holds {len(topo.visible)} NeuronCores "
+            f"(NEURON_RT_VISIBLE_CORES={os.environ.get('NEURON_RT_VISIBLE_CORES')}): TorchNeuron allows one "
+            f"device per process in a distributed job. Unset NEURON_RT_VISIBLE_CORES (each rank then takes "
+            f"core LOCAL_RANK) or give each rank a single core.")
+    cores = topo.device_count
     if ranks_here <= cores:
-        return local_rank
-    own_cores = os.environ.get("NEURON_RT_VISIBLE_CORES") or os.environ.get("NEURON_RT_NUM_CORES")
-    if cores == 1 and own_cores:
-        return 0  # the Neuron runtime's recipe: each process was given exactly its core
+        return local_rank  # LOCAL_RANK without a multi-rank launch (WORLD_SIZE 1): the core of that index
     if not strict:
         return None
+    raise RankBindingError(too_many_ranks(topo, local_rank, local_world, ranks_here))
+
+
+def too_many_ranks(topo, local_rank: int, local_world: int | None, ranks_here: int) -> str:
+    cores = topo.device_count
     total = topo.total_cores
-    raise RankBindingError(
+    return (
         f"LOCAL_RANK={local_rank}"
         + (f" of LOCAL_WORLD_SIZE={local_world}" if local_world is not None else "")
         + f": this host runs {ranks_here} ranks but the emulated {topo.instance.name} exposes {cores} NeuronCore(s)"
         + (f" (of its {total}, restricted by NEURON_RT_VISIBLE_CORES/NEURON_RT_NUM_CORES)" if cores != total else "")
         + ". Each rank needs its own core: launch at most "
         f"{cores} processes per host (torchrun --nproc-per-node {cores}), or emulate a larger instance "
-        "(TORCHNEURON_INSTANCE=trn2.48xlarge has 64 cores, 128 with NEURON_LOGICAL_NC_CONFIG=1).")
+        "(TORCHNEURON_INSTANCE=trn2.48xlarge has 64 cores; NEURON_LOGICAL_NC_CONFIG=1 shows 128, of which "
+        "TorchNeuron uses at most 127 per process).")
 
 
 def bind_at_import() -> None:
-    """Make neuron:LOCAL_RANK current for the importing thread when that is possible."""
+    """Make the rank's own core current for the importing thread when that is possible."""
     index = rank_device(strict=False)
     if index is not None:
         torch.neuron.set_device(index)
 
 
 def check_binding() -> int | None:
-    """At process-group creation: raise if this host has more ranks than cores; return the rank's device."""
+    """At process-group creation: raise if this rank cannot have a core of its own; return its device."""
     return rank_device(strict=True)

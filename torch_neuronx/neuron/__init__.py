@@ -143,10 +143,10 @@ def get_device_properties(device: Any = None) -> NeuronDeviceProperties:
     idx = _checked(_index(device))
     topo = runtime.topology()
     inst = topo.instance
-    major = 3 if inst.core_version == "v3" else 2
+    major = int(inst.core_version[1:])
     return NeuronDeviceProperties(
         name=f"{inst.chip} NeuronCore-{inst.core_version}", total_memory=topo.hbm_per_core,
-        instance_type=inst.name, core_id=topo.visible[idx], multi_processor_count=topo.total_cores,
+        instance_type=inst.name, core_id=topo.core_of(idx), multi_processor_count=topo.total_cores,
         logical_nc_config=topo.lnc, major=major, minor=0)
 
 

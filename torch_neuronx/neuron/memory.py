@@ -65,9 +65,11 @@ def reset_accumulated_memory_stats(device: Any = None) -> None:
 
 
 def mem_get_info(device: Any = None) -> tuple[int, int]:
-    """(free, total) bytes of the core's HBM, as torch.cuda.mem_get_info; Accelerate sizes device_map="auto" with it."""
+    """(free, total) bytes of the core's HBM, as torch.cuda.mem_get_info; Accelerate sizes device_map="auto" with it.
+
+    At LNC=1 on Trainium2/3 two cores share a bank: total is the bank, free what both leave."""
     s = runtime.memory_stats(_idx(device))
-    return s["hbm_bytes"] - s["allocated_bytes"], s["hbm_bytes"]
+    return s["hbm_bytes"] - s["bank_allocated_bytes"], s["hbm_bytes"]
 
 
 def empty_cache() -> None:

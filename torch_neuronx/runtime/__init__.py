@@ -10,11 +10,20 @@ above them would change.
 
 from __future__ import annotations
 
-from .topology import INSTANCES, GiB, InstanceType, Topology, TopologyError, discover
-from . import emulator
+import os
 
-__all__ = ["INSTANCES", "GiB", "InstanceType", "Topology", "TopologyError", "discover", "init", "topology",
-           "memory_stats", "synchronize", "reset_peak"]
+from .topology import (DEFAULT_INSTANCE, INSTANCES, MAX_VISIBLE_DEVICES, RUNTIME_RESERVE_PER_PHYSICAL_CORE, GiB,
+                       InstanceType, Topology, TopologyError, bind_launched_rank, discover)
+from . import emulator, ownership
+from .collective_groups import CollectiveTopologyError, check_collective_group, valid_collective_group_sizes
+
+__all__ = ["DEFAULT_INSTANCE", "INSTANCES", "MAX_VISIBLE_DEVICES", "RUNTIME_RESERVE_PER_PHYSICAL_CORE", "GiB",
+           "InstanceType", "Topology", "TopologyError", "discover", "init", "topology",
+           "memory_stats", "synchronize", "reset_peak", "held_cores", "HeldCore",
+           "CollectiveTopologyError", "check_collective_group", "valid_collective_group_sizes"]
+
+held_cores = ownership.held_cores
+HeldCore = ownership.HeldCore
 
 _topology: Topology | None = None
 _error: TopologyError | None = None
@@ -27,13 +36,18 @@ def init() -> None:
     break `import torch`: the error is raised on first use of the device.
     """
     global _topology, _error
+    # As TorchNeuron: a launched rank (torchrun, accelerate launch) uses only its own core, NeuronCore
+    # LOCAL_RANK, unless the user chose NEURON_RT_VISIBLE_CORES. Set before the runtime reads it.
     try:
+        bind_launched_rank(os.environ)
         _topology = discover()
+        lock_dir = ownership.instance_dir(_topology.instance.name)
     except TopologyError as e:
         _error = e
         emulator.mark_unavailable(str(e))
         return
     emulator.configure(_topology)
+    ownership.configure(_topology, lock_dir)
 
 
 def topology() -> Topology:

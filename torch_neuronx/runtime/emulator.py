@@ -11,8 +11,19 @@ def _core():
 
 
 def configure(topo: Topology) -> None:
-    _core()._configure([topo.hbm_per_core] * topo.device_count,
-                       [topo.label(i) for i in range(topo.device_count)])
+    n = topo.device_count
+    _core()._configure([topo.hbm_per_core] * n, [topo.label(i) for i in range(n)],
+                       [topo.bank_of(i) for i in range(n)], [topo.attached(i) for i in range(n)],
+                       detached_reason(topo), topo.first_index)
+
+
+def detached_reason(topo: Topology) -> str:
+    """Why a device index this process does not hold cannot be used, and the fix."""
+    own = ", ".join(f"neuron:{topo.first_index + k}" for k in range(len(topo.visible)))
+    return (f"under a launcher (torchrun, accelerate launch) each rank holds only its own NeuronCore, as in "
+            f"TorchNeuron (NEURON_RT_VISIBLE_CORES=LOCAL_RANK); this rank holds {own}. Use "
+            f"torch.device('neuron', int(os.environ['LOCAL_RANK'])) or torch.neuron.current_device(); "
+            f"device_map='auto' places a model on the rank's own core.")
 
 
 def mark_unavailable(reason: str) -> None:

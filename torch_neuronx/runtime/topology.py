@@ -1,66 +1,112 @@
 """Which NeuronCores this process sees: instance type, core count, HBM per core.
 
-Real instance shapes (AWS documentation):
-  Trainium1 chip: 2 NeuronCore-v2, 32 GiB HBM (16 GiB per core).
-  Trainium2 chip: 8 physical NeuronCore-v3, 96 GiB HBM. Logical NeuronCore config (LNC) 2
-    (the default) pairs physical cores: 4 logical cores of 24 GiB per chip; LNC=1: 8 of 12 GiB.
-  Inferentia2 chip: 2 NeuronCore-v2, 32 GiB HBM (16 GiB per core).
+Real instance shapes (AWS documentation; /work/shared/trainium-facts.md, docs/fidelity.md):
+  Trainium1 chip: 2 NeuronCore-v2, 32 GiB HBM, one 16 GiB bank per core.
+  Trainium2 chip: 8 physical NeuronCore-v3, 96 GiB HBM: one 24 GiB bank per pair of physical cores.
+  Trainium3 chip: 8 physical NeuronCore-v4, 144 GiB HBM: one 36 GiB bank per pair.
+  Inferentia2 chip: 2 NeuronCore-v2, 32 GiB HBM, one 16 GiB bank per core.
+  Logical NeuronCore config (LNC) on Trainium2 and Trainium3: LNC=2 (the default) makes each pair of
+  physical cores one logical core that owns the pair's bank; LNC=1 shows every physical core, and the
+  two cores of a pair share their bank (one may use more than half while its neighbour uses less).
+  The runtime keeps about 96 MiB per physical core for itself (microcode, runtime state), so a bank
+  offers that much less to tensors.
+  The real TorchNeuron runs on Trn2 and Trn3 only: the default here is trn2.48xlarge (64 cores of
+  24 GiB at LNC=2); trn1/inf2 stay selectable for older jobs.
+  Trn3 comes as UltraServers whose servers AWS names no instance size for: "trn3-gen1" is one server
+  of a Gen1 UltraServer (16 chips), "trn3-gen2" one of a Gen2 UltraServer (4 chips).
 
 Environment, as the Neuron runtime reads it:
-  TORCHNEURON_INSTANCE      instance type to emulate (default trn1.32xlarge)
-  NEURON_LOGICAL_NC_CONFIG  1 or 2, trn2 only
-  NEURON_RT_VISIBLE_CORES   cores this process may use: "3", "0-3", "0,2,4-5"
-  NEURON_RT_NUM_CORES       take the first N cores (not together with VISIBLE_CORES)
-  TORCHNEURON_HBM_PER_CORE  shrink each core's HBM budget ("512MiB", "2GiB"), e.g. to rehearse
-                            out-of-memory handling; it cannot exceed the instance's real HBM
+  TORCHNEURON_INSTANCE        instance type to emulate (default trn2.48xlarge)
+  NEURON_LOGICAL_NC_CONFIG    1 or 2 on Trainium2/Trainium3 (default 2); 1 elsewhere
+  NEURON_RT_VISIBLE_CORES     the cores this process may use: one core ("3") or one contiguous,
+                              increasing range ("0-3"); wins over NEURON_RT_NUM_CORES
+  NEURON_RT_NUM_CORES         take N cores (0: all, the default)
+  NEURON_RT_STOCHASTIC_ROUNDING_EN  0/1: fp32 -> bf16 rounding (applied by the kernels, see dtypes)
+  NEURON_CC_FLAGS             compiler flags; a `--lnc N` in them must equal the runtime's LNC
+  TORCHNEURON_HBM_PER_CORE    shrink each bank's budget ("512MiB", "2GiB"), e.g. to rehearse
+                              out-of-memory handling; it cannot exceed what the instance offers
+  Under a launcher (LOCAL_RANK set and WORLD_SIZE > 1), see `launch_binding`.
+At most 127 devices may be visible to a process (TorchNeuron refuses 128 or more).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shlex
 from dataclasses import dataclass
+from typing import Mapping
 
+MiB = 1 << 20
 GiB = 1 << 30
-DEFAULT_INSTANCE = "trn1.32xlarge"
+DEFAULT_INSTANCE = "trn2.48xlarge"
+RUNTIME_RESERVE_PER_PHYSICAL_CORE = 96 * MiB
+MAX_VISIBLE_DEVICES = 127
 
 
 @dataclass(frozen=True)
 class InstanceType:
     name: str
-    chip: str            # Trainium1 / Trainium2 / Inferentia2
+    chip: str              # Trainium1 / Trainium2 / Trainium3 / Inferentia2
     chips: int
-    cores_per_chip: int  # physical cores
-    hbm_per_chip: int    # bytes
-    core_version: str
+    cores_per_chip: int    # physical cores
+    hbm_per_chip: int      # bytes
+    core_version: str      # v2 / v3 / v4
+    cores_per_bank: int    # physical cores that share one HBM bank (1 on v2, a pair on v3/v4)
+    collectives: str       # how the chips are linked: "torus" (trn1/trn2), "ring" (inf2), "switch" (trn3), "none"
+
+    @property
+    def lnc_choices(self) -> tuple[int, ...]:
+        return (1, 2) if self.cores_per_bank == 2 else (1,)
+
+    @property
+    def default_lnc(self) -> int:
+        return max(self.lnc_choices)
+
+    @property
+    def supported_by_torchneuron(self) -> bool:
+        """The real TorchNeuron runs on Trainium2 and Trainium3 only."""
+        return self.chip in ("Trainium2", "Trainium3")
 
     def cores(self, lnc: int = 1) -> int:
         return self.chips * self.cores_per_chip // lnc
 
-    def hbm_per_core(self, lnc: int = 1) -> int:
-        return self.hbm_per_chip * lnc // self.cores_per_chip
+    def bank_bytes(self) -> int:
+        """HBM of one bank, before the runtime's reserve."""
+        return self.hbm_per_chip * self.cores_per_bank // self.cores_per_chip
+
+    def usable_bank_bytes(self) -> int:
+        """What one bank offers to tensors: the runtime keeps its reserve for each physical core on it."""
+        return self.bank_bytes() - self.cores_per_bank * RUNTIME_RESERVE_PER_PHYSICAL_CORE
+
+    def shares_bank(self, lnc: int) -> bool:
+        """At LNC=1 on Trainium2/3 the two visible cores of a pair draw on one bank."""
+        return self.cores_per_bank // lnc > 1
 
 
-def _trn1(name, chips):
-    return InstanceType(name, "Trainium1", chips, 2, 32 * GiB, "v2")
+def _chip(chip, cores, hbm_gib, version, per_bank, links):
+    def make(name, chips):
+        return InstanceType(name, chip, chips, cores, hbm_gib * GiB, version, per_bank,
+                            links if chips > 1 else "none")
+    return make
 
 
-def _trn2(name, chips):
-    return InstanceType(name, "Trainium2", chips, 8, 96 * GiB, "v3")
-
-
-def _inf2(name, chips):
-    return InstanceType(name, "Inferentia2", chips, 2, 32 * GiB, "v2")
-
+_trn1 = _chip("Trainium1", 2, 32, "v2", 1, "torus")
+_trn2 = _chip("Trainium2", 8, 96, "v3", 2, "torus")
+_trn3 = _chip("Trainium3", 8, 144, "v4", 2, "switch")
+_inf2 = _chip("Inferentia2", 2, 32, "v2", 1, "ring")
 
 INSTANCES: dict[str, InstanceType] = {
     i.name: i
     for i in [
-        _trn1("trn1.2xlarge", 1),
-        _trn1("trn1.32xlarge", 16),
-        _trn1("trn1n.32xlarge", 16),
         _trn2("trn2.3xlarge", 1),
         _trn2("trn2.48xlarge", 16),
         _trn2("trn2u.48xlarge", 16),
+        _trn3("trn3-gen1", 16),
+        _trn3("trn3-gen2", 4),
+        _trn1("trn1.2xlarge", 1),
+        _trn1("trn1.32xlarge", 16),
+        _trn1("trn1n.32xlarge", 16),
         _inf2("inf2.xlarge", 1),
         _inf2("inf2.8xlarge", 1),
         _inf2("inf2.24xlarge", 6),
@@ -75,56 +121,156 @@ class TopologyError(RuntimeError):
 
 @dataclass(frozen=True)
 class Topology:
-    instance: InstanceType
-    lnc: int                  # logical NeuronCore config (1 for trn1/inf2)
-    visible: tuple[int, ...]  # instance-level core ids, in device-index order
-    hbm_per_core: int
+    """The devices of this process.
 
-    @property
-    def device_count(self) -> int:
-        return len(self.visible)
+    Device indices run 0..device_count-1. This process holds the cores `visible`, as devices
+    first_index .. first_index+len(visible)-1. Outside a launcher first_index is 0 and
+    device_count == len(visible). Under torchrun, as in TorchNeuron, device_count is the number of
+    ranks on the host and a rank holds only its own core, as device LOCAL_RANK: the other indices are
+    its sibling ranks' cores, which this process cannot use (see launch_binding).
+    """
+    instance: InstanceType
+    lnc: int                    # logical NeuronCore config (1 for trn1/inf2)
+    visible: tuple[int, ...]    # instance-level core ids this process holds, in device-index order
+    hbm_per_core: int           # bytes a device can reach: its bank's usable bytes (shared at LNC=1 on trn2/3)
+    first_index: int = 0        # device index of visible[0]
+    device_count: int = -1      # number of device indices (-1: len(visible))
+    stochastic_rounding: bool = False
+
+    def __post_init__(self):
+        if self.device_count < 0:
+            object.__setattr__(self, "device_count", len(self.visible))
 
     @property
     def total_cores(self) -> int:
         return self.instance.cores(self.lnc)
 
+    @property
+    def shared_bank(self) -> bool:
+        return self.instance.shares_bank(self.lnc)
+
+    def attached(self, index: int) -> bool:
+        return self.first_index <= index < self.first_index + len(self.visible)
+
+    def core_of(self, index: int) -> int:
+        """Instance-level core id of a device index (a sibling rank's core for an index not attached here)."""
+        return self.visible[0] + index - self.first_index if self.visible else index
+
+    def bank_of(self, index: int) -> int:
+        """HBM bank of a device: cores of one bank share its budget (LNC=1 on trn2/trn3)."""
+        per_bank = self.instance.cores_per_bank // self.lnc
+        return self.core_of(index) // per_bank
+
     def label(self, index: int) -> str:
-        return f"neuron:{index} (NeuronCore {self.visible[index]} of {self.instance.name})"
+        return f"neuron:{index} (NeuronCore {self.core_of(index)} of {self.instance.name})"
+
+
+def _visible_cores_rule(var: str) -> str:
+    return (f"the Neuron runtime accepts in {var} one core (\"3\") or one contiguous, increasing range "
+            f"(\"0-3\"); lists such as \"0,2,4-5\" are rejected")
 
 
 def parse_core_list(spec: str, total: int, var: str = "NEURON_RT_VISIBLE_CORES") -> tuple[int, ...]:
-    """Parse "3", "0-3" or "0,2,4-5" into core ids, checking each against the instance."""
-    cores: list[int] = []
-    for part in spec.replace(" ", "").split(","):
-        if not part:
-            continue
-        try:
-            if "-" in part:
-                lo, hi = (int(x) for x in part.split("-", 1))
-                if hi < lo:
-                    raise ValueError
-                cores.extend(range(lo, hi + 1))
-            else:
-                cores.append(int(part))
-        except ValueError:
+    """Parse "3" or "0-3" as the Neuron runtime does, checking each core against the instance."""
+    text = spec.replace(" ", "")
+    m = re.fullmatch(r"(\d+)(?:-(\d+))?", text)
+    if not m:
+        if "," in text:
             raise TopologyError(
-                f"{var}={spec!r} is not a core list: use a core id (\"3\"), a range (\"0-3\") "
-                f"or a comma-separated mix (\"0,2,4-5\")"
-            ) from None
-    if not cores:
-        raise TopologyError(f"{var}={spec!r} names no cores: give at least one core id, e.g. {var}=0")
-    bad = [c for c in cores if not 0 <= c < total]
-    if bad:
+                f"{var}={spec!r} is a list of cores, which the Neuron runtime rejects: "
+                f"{_visible_cores_rule(var)}. Give each process one range (e.g. {var}=0-3), or launch one "
+                f"process per range.")
+        raise TopologyError(f"{var}={spec!r} is not a core id or range: {_visible_cores_rule(var)}")
+    lo = int(m.group(1))
+    hi = int(m.group(2)) if m.group(2) is not None else lo
+    if hi < lo:
+        raise TopologyError(f"{var}={spec!r} is a decreasing range: {_visible_cores_rule(var)}. "
+                            f"Write it as {var}={hi}-{lo}.")
+    if hi >= total:
         raise TopologyError(
-            f"{var}={spec!r} names core(s) {bad} but this emulated instance has {total} cores "
-            f"(ids 0..{total - 1}). Use ids in that range, or emulate a larger instance with TORCHNEURON_INSTANCE."
-        )
-    if len(set(cores)) != len(cores):
-        raise TopologyError(f"{var}={spec!r} names a core twice: list each core once")
-    return tuple(cores)
+            f"{var}={spec!r} names core(s) {list(range(max(lo, total), hi + 1))[:8]} but this emulated instance "
+            f"has {total} cores (ids 0..{total - 1}). Use ids in that range, or emulate a larger instance with "
+            f"TORCHNEURON_INSTANCE.")
+    return tuple(range(lo, hi + 1))
 
 
-def discover(env: dict[str, str] | None = None) -> Topology:
+def _env_int(env: Mapping[str, str], name: str) -> int | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise TopologyError(f"{name}={raw!r} is not a whole number") from None
+
+
+def launch_binding(env: Mapping[str, str]) -> tuple[int, int] | None:
+    """(LOCAL_RANK, ranks on this host) when a launcher runs several ranks, else None.
+
+    torchrun, `accelerate launch` and the TRL/Transformers CLIs on top of them set LOCAL_RANK and
+    WORLD_SIZE. As TorchNeuron does, such a rank uses exactly one core, NeuronCore LOCAL_RANK
+    (NEURON_RT_VISIBLE_CORES=LOCAL_RANK unless the user set it), seen as device neuron:LOCAL_RANK:
+    the index Transformers, Accelerate and DeviceMesh bind a rank to.
+    """
+    local_rank = _env_int(env, "LOCAL_RANK")
+    world = _env_int(env, "WORLD_SIZE")
+    if local_rank is None or world is None or world <= 1:
+        return None
+    local_world = _env_int(env, "LOCAL_WORLD_SIZE")
+    return local_rank, max(local_world or 0, local_rank + 1)
+
+
+def bind_launched_rank(env: dict[str, str]) -> None:
+    """Give a launched rank its own core the way TorchNeuron does: NEURON_RT_VISIBLE_CORES=LOCAL_RANK.
+
+    Must run before the runtime reads the environment; a value the user set wins.
+    """
+    binding = launch_binding(env)
+    if binding is not None and not env.get("NEURON_RT_VISIBLE_CORES", "").strip():
+        env["NEURON_RT_VISIBLE_CORES"] = str(binding[0])
+
+
+def _lnc(inst: InstanceType, env: Mapping[str, str]) -> int:
+    raw = env.get("NEURON_LOGICAL_NC_CONFIG", "").strip()
+    if not raw:
+        return inst.default_lnc
+    if raw not in ("1", "2"):
+        raise TopologyError(f"NEURON_LOGICAL_NC_CONFIG={raw!r}: must be 1 or 2")
+    lnc = int(raw)
+    if lnc not in inst.lnc_choices:
+        raise TopologyError(
+            f"NEURON_LOGICAL_NC_CONFIG={raw!r}: logical NeuronCores apply to Trainium2 and Trainium3 only; "
+            f"{inst.name} ({inst.chip}) has LNC 1. Unset it.")
+    return lnc
+
+
+def compiler_lnc(flags: str) -> int | None:
+    """The `--lnc N` / `-lnc=N` / `--logical-nc-config N` in NEURON_CC_FLAGS, if any."""
+    try:
+        words = shlex.split(flags)
+    except ValueError:
+        raise TopologyError(f"NEURON_CC_FLAGS={flags!r} cannot be split into words (unbalanced quotes)") from None
+    for i, w in enumerate(words):
+        name, eq, value = w.partition("=")
+        if name in ("--lnc", "-lnc", "--logical-nc-config"):
+            if not eq:
+                value = words[i + 1] if i + 1 < len(words) else ""
+            if value not in ("1", "2"):
+                raise TopologyError(f"NEURON_CC_FLAGS={flags!r}: {name} takes 1 or 2, got {value!r}")
+            return int(value)
+    return None
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    raw = env.get(name, "").strip()
+    if raw in ("", "0"):
+        return False
+    if raw == "1":
+        return True
+    raise TopologyError(f"{name}={raw!r}: must be 0 or 1")
+
+
+def discover(env: Mapping[str, str] | None = None) -> Topology:
     """Read the emulated topology from the environment, validating every variable."""
     env = os.environ if env is None else env
     name = env.get("TORCHNEURON_INSTANCE", DEFAULT_INSTANCE).strip()
@@ -132,55 +278,62 @@ def discover(env: dict[str, str] | None = None) -> Topology:
     if inst is None:
         raise TopologyError(
             f"TORCHNEURON_INSTANCE={name!r} is not a known Neuron instance type. "
-            f"Known: {', '.join(sorted(INSTANCES))}."
-        )
-    lnc = 1
-    lnc_raw = env.get("NEURON_LOGICAL_NC_CONFIG")
-    if inst.chip == "Trainium2":
-        lnc = 2
-        if lnc_raw:
-            if lnc_raw.strip() not in ("1", "2"):
-                raise TopologyError(f"NEURON_LOGICAL_NC_CONFIG={lnc_raw!r}: must be 1 or 2 on {name}")
-            lnc = int(lnc_raw)
-    elif lnc_raw and lnc_raw.strip() != "1":
+            f"Known: {', '.join(sorted(INSTANCES))}.")
+    lnc = _lnc(inst, env)
+    cc_lnc = compiler_lnc(env.get("NEURON_CC_FLAGS", ""))
+    if cc_lnc is not None and cc_lnc != lnc:
         raise TopologyError(
-            f"NEURON_LOGICAL_NC_CONFIG={lnc_raw!r} applies to Trainium2 only; {name} has LNC 1. Unset it."
-        )
+            f"NEURON_CC_FLAGS asks the compiler for --lnc {cc_lnc} but the runtime runs LNC={lnc} "
+            f"(NEURON_LOGICAL_NC_CONFIG): graphs compiled for one LNC do not load under the other. "
+            f"Make them equal (NEURON_LOGICAL_NC_CONFIG={cc_lnc}, or drop --lnc from NEURON_CC_FLAGS).")
     total = inst.cores(lnc)
-    vis = env.get("NEURON_RT_VISIBLE_CORES", "").strip()
-    num = env.get("NEURON_RT_NUM_CORES", "").strip()
-    if vis and num:
+    binding = launch_binding(env)
+    if binding is not None and binding[1] > total:
+        local_rank, ranks_here = binding
         raise TopologyError(
-            "NEURON_RT_VISIBLE_CORES and NEURON_RT_NUM_CORES are both set: set only one of them"
-        )
-    if vis:
+            f"LOCAL_RANK={local_rank}: this host runs {ranks_here} ranks but the emulated {name} has {total} "
+            f"NeuronCores (LNC={lnc}). Each rank needs its own core: launch at most {total} processes per host "
+            f"(torchrun --nproc-per-node {total}), or emulate a larger instance with TORCHNEURON_INSTANCE.")
+    vis = env.get("NEURON_RT_VISIBLE_CORES", "").strip()
+    if not vis and binding is not None:
+        vis = str(binding[0])  # what bind_launched_rank sets: a launched rank holds NeuronCore LOCAL_RANK
+    if vis:  # wins over NEURON_RT_NUM_CORES, as in the Neuron runtime
         visible = parse_core_list(vis, total)
-    elif num:
-        try:
-            n = int(num)
-        except ValueError:
-            raise TopologyError(f"NEURON_RT_NUM_CORES={num!r} is not a whole number") from None
-        if not 1 <= n <= total:
-            raise TopologyError(f"NEURON_RT_NUM_CORES={n} but {name} has {total} cores: ask for 1..{total}")
-        visible = tuple(range(n))
+        source = f"NEURON_RT_VISIBLE_CORES={vis}"
     else:
-        visible = tuple(range(total))
-    hbm = inst.hbm_per_core(lnc)
+        n = _env_int(env, "NEURON_RT_NUM_CORES") or 0
+        if not 0 <= n <= total:
+            raise TopologyError(f"NEURON_RT_NUM_CORES={n} but {name} has {total} cores: ask for 1..{total} "
+                                f"(0 means all)")
+        visible = tuple(range(n or total))
+        source = f"NEURON_RT_NUM_CORES={n}" if n else f"all {total} cores of {name}"
+    if len(visible) > MAX_VISIBLE_DEVICES:
+        raise TopologyError(
+            f"{len(visible)} NeuronCores are visible ({source}, LNC={lnc}) but TorchNeuron supports at most "
+            f"{MAX_VISIBLE_DEVICES} devices per process. Restrict them, e.g. NEURON_RT_VISIBLE_CORES=0-63 or "
+            f"NEURON_RT_NUM_CORES=64"
+            + (", or use NEURON_LOGICAL_NC_CONFIG=2" if 2 in inst.lnc_choices and lnc == 1 else "") + ".")
+    hbm = inst.usable_bank_bytes()
     override = env.get("TORCHNEURON_HBM_PER_CORE", "").strip()
     if override:
         want = parse_bytes(override, "TORCHNEURON_HBM_PER_CORE")
         if want > hbm:
-            raise TopologyError(f"TORCHNEURON_HBM_PER_CORE={override!r} exceeds the {hbm // GiB} GiB per core of {name}: "
-                                f"a budget can only shrink")
+            raise TopologyError(
+                f"TORCHNEURON_HBM_PER_CORE={override!r} exceeds the {hbm / GiB:.2f} GiB a core of {name} offers "
+                f"(its HBM bank less the runtime's reserve): a budget can only shrink")
         hbm = want
-    return Topology(inst, lnc, visible, hbm)
+    first_index, count = 0, len(visible)
+    if binding is not None:
+        local_rank, ranks_here = binding
+        first_index, count = local_rank, max(ranks_here, local_rank + len(visible))
+    return Topology(inst, lnc, visible, hbm, first_index, count,
+                    stochastic_rounding=_flag(env, "NEURON_RT_STOCHASTIC_ROUNDING_EN"))
 
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gib": 1 << 30}
 
 
 def parse_bytes(text: str, var: str) -> int:
-    import re
     m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
     unit = m.group(2).lower() if m else None
     if not m or unit not in _UNITS or int(m.group(1)) <= 0:
