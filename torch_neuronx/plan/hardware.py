@@ -94,7 +94,7 @@ def machine(name: str, lnc: int | None = None) -> Machine:
     if inst.chip in UNPUBLISHED_INTERCONNECT:
         notes.append(f"{inst.chip} interconnect bandwidth per chip not published in our facts: Trainium2's used")
     return Machine(name=name, chip=inst.chip, chips=inst.chips, lnc=lnc, cores=inst.cores(lnc),
-                   cores_per_chip=inst.cores_per_chip // lnc, hbm_per_core=inst.hbm_per_core(lnc),
+                   cores_per_chip=inst.cores_per_chip // lnc, hbm_per_core=inst.hbm_per_chip * lnc // inst.cores_per_chip,
                    reserve_per_core=RUNTIME_RESERVE_PER_PHYSICAL_CORE * lnc,
                    bf16_flops_per_core=peaks.bf16_flops * share, hbm_bytes_per_s_per_core=peaks.hbm_bytes_per_s * share,
                    link_bytes_per_s_per_core=link * share, interconnect=peaks.interconnect, notes=tuple(notes))
