@@ -53,6 +53,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_fallback_counts", &neuron::reset_fallback_counts);
   m.def("_route_ops_with_host_kernels_to_fallback", &neuron::route_ops_with_host_kernels_to_fallback);
   m.def("_guards_host_access", &neuron::rt::guards_host_access);
+  m.def("_begin_host_access_scope", &neuron::rt::begin_host_access_scope);
+  m.def("_end_host_access_scope", &neuron::rt::end_host_access_scope);
   // Host access to device tensors for host code outside ATen (compiled graphs' kernels).
   py::class_<neuron::HostAccess>(m, "_HostAccess")
       .def(py::init<>())

@@ -39,6 +39,7 @@ struct Block {
   bool adopted;
   size_t mapped = 0;  // strict mode: bytes of the block's own pages (mmap), else 0 (host allocator)
   int open = 0;       // strict mode: open host accesses; the pages are PROT_NONE at 0
+  uint64_t generation = 0;  // strict mode: tells a block from a later one at the same address
 };
 
 struct State {
@@ -72,6 +73,12 @@ void notify(MemoryEvent event, int device, const void* ptr, size_t nbytes, int64
 std::atomic<bool> g_strict{false};
 
 bool strict() { return g_strict.load(std::memory_order_relaxed); }
+
+// Strict mode: the calling thread's host-access scope (begin_host_access_scope): its depth and the
+// blocks allocated in it, open until it ends.
+thread_local int t_scope_depth = 0;
+thread_local std::vector<std::pair<void*, uint64_t>> t_scope_blocks;
+uint64_t g_generation = 0;  // under State::mu
 
 // Strict mode: each allocation on pages of its own, inaccessible until the bridge opens it.
 void* map_pages(size_t nbytes, size_t* mapped) {
@@ -348,7 +355,14 @@ void* allocate(int device, size_t nbytes) {
   }
   {
     std::lock_guard<std::mutex> g(s.mu);
-    s.blocks.emplace(p, Block{device, nbytes, false, mapped});
+    Block block{device, nbytes, false, mapped};
+    if (mapped && t_scope_depth > 0) {  // opened for the thread's host-access scope
+      block.generation = ++g_generation;
+      block.open = 1;
+      protect(p, mapped, PROT_READ | PROT_WRITE);
+      t_scope_blocks.emplace_back(p, block.generation);
+    }
+    s.blocks.emplace(p, block);
     allocated = s.stats[device].allocated;
   }
   notify(MemoryEvent::Alloc, device, p, nbytes, allocated);
@@ -449,6 +463,22 @@ void close_host_access(void* allocation) {
 }
 
 bool guards_host_access() { return strict(); }
+
+void begin_host_access_scope() {
+  if (strict()) ++t_scope_depth;
+}
+
+void end_host_access_scope() {
+  if (!strict() || --t_scope_depth > 0) return;
+  auto& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  for (auto& [ptr, generation] : t_scope_blocks) {
+    auto it = s.blocks.find(ptr);  // released meanwhile, or another block at the same address: nothing to close
+    if (it != s.blocks.end() && it->second.generation == generation && --it->second.open == 0)
+      protect(ptr, it->second.mapped, PROT_NONE);
+  }
+  t_scope_blocks.clear();
+}
 
 // The emulator's DMA: a memcpy, with the allocations open for its duration.
 void copy_host_to_device(void* device, size_t offset, const void* host, size_t nbytes) {

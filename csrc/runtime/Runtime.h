@@ -95,6 +95,11 @@ void* open_host_access(void* allocation);
 void close_host_access(void* allocation);
 // False when open/close are no-ops (the emulator outside strict mode): callers may skip them.
 bool guards_host_access();
+// A host-access scope on the calling thread: allocations made on this thread while it is open stay
+// open for host access until it ends (host code that allocates device memory as it goes and hands it
+// to kernels by pointer: compiled graphs). Scopes nest.
+void begin_host_access_scope();
+void end_host_access_scope();
 
 // Every change of device memory (allocation or adoption, release, refused request) is told to one
 // observer, installed once by the core (profiler memory events, memory history). It is called on the

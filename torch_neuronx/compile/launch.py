@@ -33,7 +33,6 @@ calling convention), exactly as the same graph does on CPU.
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any, Callable, Sequence
 
 import torch
@@ -48,21 +47,15 @@ HOST_ALLOCATOR = "empty_strided_cpu"
 _HOST_ALLOCATOR_BINDING = f"{HOST_ALLOCATOR} = torch._C._dynamo.guards._empty_strided_cpu"
 
 
-# The host access of the graph call running on this thread, when the runtime guards host access.
-_call_access = threading.local()
-
-
 def empty_strided_device(size: Sequence[int], stride: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
     """A buffer of a compiled graph, on the current NeuronCore (NeuronGraph makes the graph's core current)."""
-    buffer = torch.empty_strided(size, stride, dtype=dtype, device="neuron")
-    access = getattr(_call_access, "access", None)
-    if access is not None:
-        access.open(buffer)
-    return buffer
+    return torch.empty_strided(size, stride, dtype=dtype, device="neuron")
 
 
 def _with_host_access(call: Callable[[list[Any]], Sequence[Any]], constants: list[torch.Tensor]):
-    """`call` with its device tensors (inputs, constants, buffers it allocates) opened through the host bridge.
+    """`call` with its device tensors opened through the host bridge: inputs and constants, and in a
+    host-access scope every allocation made during the call (its buffers, and the outputs of the ATen
+    calls in it).
 
     The graph's C++ kernels read and write device memory on the host; a runtime that guards host
     access (strict memory) must see them open for the call.
@@ -74,11 +67,11 @@ def _with_host_access(call: Callable[[list[Any]], Sequence[Any]], constants: lis
         for t in (*args, *constants):
             if isinstance(t, torch.Tensor):
                 access.open(t)
-        outer, _call_access.access = getattr(_call_access, "access", None), access
+        _C._begin_host_access_scope()
         try:
             return call(args)
         finally:
-            _call_access.access = outer
+            _C._end_host_access_scope()
             access.close()
     return call_with_host_access
 

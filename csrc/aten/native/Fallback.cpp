@@ -14,7 +14,9 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/SmallVector.h>
 
+#include <array>
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -58,18 +60,24 @@ OpInfo* build_info(const c10::FunctionSchema& schema) {
   return info;
 }
 
+// Every fallback call looks its op up: a per-thread direct-mapped cache keyed by the schema's address
+// (one compare on the hot path) in front of the registry, which is keyed by name and locked.
 OpInfo* op_info(const c10::OperatorHandle& op) {
-  thread_local std::unordered_map<const void*, OpInfo*> cache;
+  struct Slot {
+    const void* key = nullptr;
+    OpInfo* info = nullptr;
+  };
+  thread_local std::array<Slot, 512> cache;
   const void* key = &op.schema();
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
+  Slot& slot = cache[(reinterpret_cast<uintptr_t>(key) >> 4) % cache.size()];
+  if (slot.key == key) return slot.info;
   const auto& schema = op.schema();
   std::string name = schema.name() + "." + schema.overload_name();
   std::lock_guard<std::mutex> g(g_ops_mu);
   auto& reg = registry();
   auto rit = reg.find(name);
   OpInfo* info = rit != reg.end() ? rit->second : (reg[name] = build_info(schema));
-  cache.emplace(key, info);
+  slot = Slot{key, info};
   return info;
 }
 
