@@ -3,7 +3,15 @@
 
 from __future__ import annotations
 
-from helpers import run_python
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from helpers import ROOT, run_python
 
 
 def test_optimizer_with_mixed_dtensor_and_plain_parameters_on_neuron():
@@ -51,16 +59,60 @@ print("OK")
     assert r.returncode == 0 and "OK" in r.stdout, r.stdout[-2000:] + r.stderr[-4000:]
 
 
+TP_ONLY_SCRIPT = """
+import json, os, sys, torch
+from transformers import AutoModelForCausalLM
+model_dir, out, device = sys.argv[1], sys.argv[2], sys.argv[3]
+kwargs = {}
+if device == "neuron":  # the user's torchrun run: the same script, sharded by Transformers at load
+    from transformers.distributed import DistributedConfig
+    kwargs = dict(distributed_config=DistributedConfig(tp_size=4, fsdp_size=1))
+model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, **kwargs)
+if device == "cpu":
+    model = model.to("cpu")
+model.train()
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+ids = (torch.arange(2 * 32).reshape(2, 32) * 7 % 256).to(model.device)
+losses = []
+for _ in range(3):
+    loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    losses.append(loss.item())
+from torch.distributed.tensor import DTensor
+kinds = sorted({type(p).__name__ for p in model.parameters()})
+if int(os.environ.get("RANK", "0")) == 0:
+    with open(out, "w") as f:
+        json.dump(dict(losses=losses, kinds=kinds, device=str(model.device),
+                       foreach=optimizer.param_groups[0]["foreach"]), f)
+"""
+
+
+@pytest.mark.slow
+def test_tp_only_from_pretrained_trains_with_adamw_under_torchrun(tmp_path):
+    """The issue's script: from_pretrained(distributed_config=DistributedConfig(tp_size=4, fsdp_size=1)) under
+    torchrun on 4 ranks, then torch.optim.AdamW(model.parameters()) with its defaults: it trains on neuron (the
+    model mixes DTensor and plain parameters) with the losses of the same script on CPU in one process."""
+    from helpers import tiny_llama
+    tiny_llama(num_key_value_heads=4).save_pretrained(tmp_path / "model")
+    script = tmp_path / "train.py"
+    script.write_text(TP_ONLY_SCRIPT)
+    cpu = subprocess.run([sys.executable, str(script), str(tmp_path / "model"), str(tmp_path / "cpu.json"), "cpu"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert cpu.returncode == 0, cpu.stderr[-4000:]
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4",
+                        str(script), str(tmp_path / "model"), str(tmp_path / "neuron.json"), "neuron"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=900, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-6000:]
+    got, want = json.loads((tmp_path / "neuron.json").read_text()), json.loads((tmp_path / "cpu.json").read_text())
+    assert got["device"].startswith("neuron") and got["kinds"] == ["DTensor", "Parameter"], got
+    assert got["foreach"] is False, got                    # the per-tensor loop, as on CPU
+    assert want["foreach"] is None and want["kinds"] == ["Parameter"], want
+    torch.testing.assert_close(torch.tensor(got["losses"]), torch.tensor(want["losses"]), rtol=1e-4, atol=1e-4)
+
+
 # ---- torchneuron plan -------------------------------------------------------------------------------------------
-
-import json  # noqa: E402
-import os  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-
-import pytest  # noqa: E402
-
-from helpers import ROOT  # noqa: E402
 
 GIB = 1 << 30
 # One decoder layer with a very wide MLP: 2.46 B parameters whose AdamW step does not fit one 16 GiB trn1 core,
@@ -93,7 +145,7 @@ def test_plan_cli_preset_json():
     assert 7.2e9 < p["parameters"] < 7.3e9, p["parameters"]          # Mistral-7B-v0.3: 7.25 B
     cats = p["by_category"]
     assert sum(cats.values()) == p["peak_per_core"]
-    assert cats["runtime_reserve"] == 2 * 96 * 10**6                   # 96 MB per physical core, LNC=2
+    assert cats["runtime_reserve"] == 2 * 96 * 2**20                    # the emulator's 96 MiB per physical core, LNC=2
     shard = 2 * p["parameters"] / 64                                   # bf16 parameters over 64 cores
     assert 0.95 * shard < cats["parameters"] < 1.1 * shard, (cats["parameters"], shard)
     assert 1.9 * shard < cats["optimizer_state"] < 2.2 * shard         # AdamW: two moments in the parameter dtype
@@ -116,8 +168,12 @@ def test_plan_bad_inputs():
     assert "trn1.32xlarge" in r.stderr and "trn2.48xlarge" in r.stderr, r.stderr
     r = _plan_cli("--model", "no-such-model", "--instance", "trn2.48xlarge")
     assert r.returncode == 1 and "llama-3.1-70b" in r.stderr and "mixtral-8x7b" in r.stderr, r.stderr
+    # group sizes and rings: the runtime's rule (torch_neuronx/runtime/collective_groups.py)
     r = _plan_cli("--model", "llama-3.1-8b", "--instance", "trn1.32xlarge", "--tp", "4", "--fsdp", "8")
-    assert r.returncode == 1 and "collectives accept groups of" in r.stderr, r.stderr   # trn1: 1, 2, 8, 16, 32k
+    assert r.returncode == 1 and "TP group of TP=4 x FSDP=8" in r.stderr, r.stderr
+    assert "Unsupported topology" in r.stderr and "1, 2, 8, 16 or a multiple of 32" in r.stderr, r.stderr
+    r = _plan_cli("--model", "llama-3.1-8b", "--instance", "inf2.24xlarge", "--tp", "2", "--fsdp", "2")
+    assert r.returncode == 1 and "FSDP group of TP=2 x FSDP=2" in r.stderr and "not contiguous" in r.stderr, r.stderr
 
 
 def test_plan_layout_that_does_not_fit_names_the_best_that_does(tmp_path):
@@ -191,6 +247,24 @@ def test_planned_peak_matches_the_emulator_two_ranks():
                         "--seq", "128"], capture_output=True, text=True, cwd=ROOT, timeout=1200)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "3 cases" in r.stdout and "all within 0.95-1.05" in r.stdout, r.stdout
+
+
+def test_tied_embeddings_under_tp_and_fsdp():
+    """tie_word_embeddings (Qwen2.5 0.5-3B, Llama-3.2 1B/3B...) with TP=2 x FSDP=2: the model is built untied,
+    sharded and then tied, as from_pretrained does (tying first made Transformers' TP plan fail with
+    KeyError: 'lm_head.weight'); the tied matrix is counted once."""
+    r = run_python(f"""
+from transformers import AutoConfig
+from torch_neuronx.plan.step import StepSpec
+from torch_neuronx.plan.trace import trace_step
+spec = StepSpec(tp=2, fsdp=2, seq=64, batch=2)
+tied = trace_step(AutoConfig.for_model(**{dict(TINY, tie_word_embeddings=True)!r}), spec)
+untied = trace_step(AutoConfig.for_model(**{TINY!r}), spec)
+assert untied.parameters - tied.parameters == 512 * 64, (tied.parameters, untied.parameters)
+assert tied.by_category["parameters"] < untied.by_category["parameters"], (tied.by_category, untied.by_category)
+print("OK")
+""")
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout[-2000:] + r.stderr[-4000:]
 
 
 def test_extrapolated_trace_equals_the_full_trace():

@@ -88,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _gib(n: int) -> str:
-    return f"{n / GIB:.2f} GiB"
+    """Bytes in GiB, or MiB below 1 GiB (a small model's categories would all print 0.00 GiB)."""
+    return f"{n / GIB:.2f} GiB" if abs(n) >= GIB else f"{n / (1 << 20):.2f} MiB"
 
 
 def _print_plan(console, p) -> None:

@@ -1,8 +1,9 @@
 """What a plan needs to know about an instance: cores and HBM (from the runtime's instance table), the runtime's
-reserve, the collective group sizes the platform accepts, and the published peaks behind the step-time estimate.
+reserve, the collective groups the platform accepts, and the published peaks behind the step-time estimate.
 
-Cores, HBM and LNC come from torch_neuronx.runtime.topology.INSTANCES (one table for the emulator and the plan).
-The performance numbers are per chip, from AWS's Trainium/Inferentia architecture pages as collected in
+Cores, HBM, LNC, the reserve and the collective group rules are the runtime's (torch_neuronx.runtime.topology and
+torch_neuronx.runtime.collective_groups: one table and one rule for the emulator and the plan). The performance
+numbers are per chip, from AWS's Trainium/Inferentia architecture pages as collected in
 /work/shared/trainium-facts.md ("Hardware" table); a core's share is the chip's number times the physical cores
 it spans (LNC) over the chip's physical cores.
 """
@@ -12,17 +13,17 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
+from ..runtime.collective_groups import CollectiveTopologyError, check_collective_group, valid_collective_group_sizes
 from .config import PlanError
 
 # the module (torch_neuronx.runtime's attribute `topology` is its function of the same name)
 _topology = importlib.import_module("torch_neuronx.runtime.topology")
 
-MB = 1000 * 1000
 TB = 1000 ** 4
 GiB = 1 << 30
 
-# The runtime reserves about 96 MB of HBM per physical core (microcode, runtime state): trainium-facts.md.
-RUNTIME_RESERVE_PER_PHYSICAL_CORE = 96 * MB
+# What the runtime keeps of each physical core's HBM (microcode, runtime state): the emulator's number.
+RUNTIME_RESERVE_PER_PHYSICAL_CORE = _topology.RUNTIME_RESERVE_PER_PHYSICAL_CORE
 
 
 @dataclass(frozen=True)
@@ -79,12 +80,12 @@ def machine(name: str, lnc: int | None = None) -> Machine:
     inst = _topology.INSTANCES.get(name)
     if inst is None:
         raise PlanError(f"unknown instance {name!r}. Known instances: {', '.join(known_instances())}")
-    multi_lnc = inst.chip in ("Trainium2", "Trainium3")
     if lnc is None:
-        lnc = 2 if multi_lnc else 1
-    if lnc not in ((1, 2) if multi_lnc else (1,)):
+        lnc = inst.default_lnc
+    if lnc not in inst.lnc_choices:
         raise PlanError(f"LNC {lnc} is not available on {name} ({inst.chip}): "
-                        + ("use 1 or 2" if multi_lnc else "it has LNC 1 only"))
+                        + (f"use {' or '.join(map(str, inst.lnc_choices))}" if len(inst.lnc_choices) > 1
+                           else f"it has LNC {inst.lnc_choices[0]} only"))
     peaks = CHIP_PEAKS.get(inst.chip)
     if peaks is None:
         raise PlanError(f"no published peaks for {inst.chip} ({name}) in torch_neuronx/plan/hardware.py")
@@ -93,6 +94,7 @@ def machine(name: str, lnc: int | None = None) -> Machine:
     notes = []
     if inst.chip in UNPUBLISHED_INTERCONNECT:
         notes.append(f"{inst.chip} interconnect bandwidth per chip not published in our facts: Trainium2's used")
+    # At LNC=1 on Trainium2/3 two cores share one bank; a plan's ranks are symmetric, so each gets half of it.
     return Machine(name=name, chip=inst.chip, chips=inst.chips, lnc=lnc, cores=inst.cores(lnc),
                    cores_per_chip=inst.cores_per_chip // lnc, hbm_per_core=inst.hbm_per_chip * lnc // inst.cores_per_chip,
                    reserve_per_core=RUNTIME_RESERVE_PER_PHYSICAL_CORE * lnc,
@@ -101,15 +103,22 @@ def machine(name: str, lnc: int | None = None) -> Machine:
 
 
 def valid_group_sizes(m: Machine) -> list[int]:
-    """Collective group sizes the platform accepts on this instance, among 1..cores.
+    """Collective group sizes the platform accepts on this instance, among 1..cores (the runtime's rule:
+    torch_neuronx/runtime/collective_groups.py)."""
+    return valid_collective_group_sizes(m.name, up_to=m.cores)
 
-    LOCAL RULE until torch_neuronx.runtime publishes one (then this calls it): Trainium1 accepts 1, 2, 8, 16 or a
-    multiple of 32 cores ("Unsupported topology", Neuron runtime docs); Inferentia2 is a ring (any count); for
-    Trainium2/3 no restriction is documented, so every count is allowed."""
-    runtime_rule = getattr(_topology, "valid_group_sizes", None)
-    if runtime_rule is not None:
-        return sorted(runtime_rule(m.name, m.lnc))
-    sizes = range(1, m.cores + 1)
-    if m.chip == "Trainium1":
-        return [g for g in sizes if g in (1, 2, 8, 16) or g % 32 == 0]
-    return list(sizes)
+
+def layout_groups(tp: int, fsdp: int) -> dict[str, list[int]]:
+    """Rank 0's TP and FSDP groups in Transformers' (pp, dp_replicate, fsdp, tp) mesh: TP is the innermost
+    dimension, so a TP group is TP consecutive ranks and an FSDP group strides by TP."""
+    return {"TP": list(range(tp)), "FSDP": list(range(0, tp * fsdp, tp))}
+
+
+def check_layout_groups(m: Machine, tp: int, fsdp: int) -> None:
+    """Raise PlanError if the platform's collectives cannot run the layout's TP or FSDP groups (the check the
+    neuron c10d backend makes when the job creates them)."""
+    for what, ranks in layout_groups(tp, fsdp).items():
+        try:
+            check_collective_group(len(ranks), ranks, m.name)
+        except CollectiveTopologyError as e:
+            raise PlanError(f"the {what} group of TP={tp} x FSDP={fsdp}: {e}") from None

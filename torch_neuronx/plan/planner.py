@@ -8,7 +8,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from . import hardware
-from .config import PlanError, check_tp, load_config, tp_degrees_for_heads
+from .config import PlanError, check_tp, head_counts, load_config, tp_degrees_for_heads
 from .estimate import StepTime, estimate
 from .step import DTYPES, OPTIMIZERS, StepSpec
 from .trace import CATEGORIES, trace_step
@@ -73,15 +73,11 @@ def _validate(spec: StepSpec, m: hardware.Machine, config) -> None:
         raise PlanError(f"optimizer {spec.optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")
     if spec.seq < 1 or spec.batch < 1 or spec.tp < 1 or spec.fsdp < 1:
         raise PlanError("--seq, --batch, --tp and --fsdp must be positive")
-    sizes = hardware.valid_group_sizes(m)
     if spec.world > m.cores:
         raise PlanError(f"TP={spec.tp} x FSDP={spec.fsdp} needs {spec.world} cores; {m.name} at LNC={m.lnc} has "
                         f"{m.cores}")
-    check_tp(config, spec.tp, [g for g in sizes if g <= m.cores])
-    for what, g in (("TP", spec.tp), ("FSDP", spec.fsdp)):
-        if g not in sizes:
-            raise PlanError(f"{what} group of {g} cores: {m.chip} collectives accept groups of "
-                            f"{', '.join(map(str, sizes[:8]))}{', ...' if len(sizes) > 8 else ''} cores")
+    check_tp(config, spec.tp, hardware.valid_group_sizes(m))
+    hardware.check_layout_groups(m, spec.tp, spec.fsdp)
 
 
 def plan_for(config, source: str, spec: StepSpec, m: hardware.Machine, model_name: str,
@@ -118,8 +114,7 @@ def plan(model: str, instance: str = "trn2.48xlarge", tp: int = 1, fsdp: int | N
 def layouts(config, m: hardware.Machine) -> tuple[list[tuple[int, int]], dict[str, str]]:
     """Every (tp, fsdp) using all of M's cores that the model's heads and the platform's group sizes allow,
     and why the others are not."""
-    sizes = set(hardware.valid_group_sizes(m))
-    ok_tp = set(tp_degrees_for_heads(config, sorted(sizes)))
+    ok_tp = set(tp_degrees_for_heads(config, hardware.valid_group_sizes(m)))
     good, skipped = [], {}
     for tp in range(1, m.cores + 1):
         if m.cores % tp:
@@ -127,11 +122,16 @@ def layouts(config, m: hardware.Machine) -> tuple[list[tuple[int, int]], dict[st
         fsdp = m.cores // tp
         name = f"TP={tp} x FSDP={fsdp}"
         if tp not in ok_tp:
-            skipped[name] = "TP does not divide the attention and key/value heads"
-        elif tp not in sizes or fsdp not in sizes:
-            skipped[name] = f"group size not valid on {m.chip}"
-        else:
-            good.append((tp, fsdp))
+            heads, kv = head_counts(config)
+            skipped[name] = (f"TP does not divide the heads ({heads} attention, {kv} key/value)"
+                             if heads % tp or kv % tp else f"a group of {tp} cores is not valid on {m.chip}")
+            continue
+        try:
+            hardware.check_layout_groups(m, tp, fsdp)
+        except PlanError as e:
+            skipped[name] = str(e)
+            continue
+        good.append((tp, fsdp))
     return good, skipped
 
 

@@ -52,10 +52,14 @@ def make_mesh(spec: StepSpec):
 
 
 def create_model(config, spec: StepSpec, device: torch.device):
-    """The model of CONFIG on DEVICE, whole, as Transformers initializes it (under FakeTensorMode: fake)."""
+    """The model of CONFIG on DEVICE, whole, as Transformers initializes it (under FakeTensorMode: fake), its
+    weights not tied yet: from_pretrained builds the model under Transformers' `no_tie_weights()`, distributes it,
+    and ties the weights (tie_word_embeddings) after (distribute() does). Tied before, Transformers' TP plan names
+    `lm_head.weight`, a parameter a tied model no longer lists, and apply_tensor_parallelism raises KeyError."""
     from transformers import AutoModelForCausalLM
+    from transformers.initialization import no_tie_weights
 
-    with torch.device(device):
+    with torch.device(device), no_tie_weights():
         model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[spec.dtype])
     model.train()
     return model
@@ -63,11 +67,13 @@ def create_model(config, spec: StepSpec, device: torch.device):
 
 def distribute(model, spec: StepSpec, mesh):
     """Shard MODEL as from_pretrained(distributed_config=...) does over MESH (make_mesh's result): Transformers' TP
-    plan, then FSDP2 fully_shard per its FSDP plan; then activation checkpointing if asked. Run it outside
+    plan, then FSDP2 fully_shard per its FSDP plan, then the tied weights tied; then activation checkpointing if
+    asked. Run it outside
     FakeTensorMode: the sharding builds DeviceMeshes (real rank tensors); fake parameters stay fake."""
     if mesh is not None:
         dist_config, _, mesh_manager = mesh
         model = type(model).maybe_distribute_model(model, dist_config, mesh_manager)
+    model.tie_weights(recompute_mapping=False)  # as from_pretrained's _finalize_model_loading, after sharding
     if spec.activation_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return model
