@@ -18,23 +18,30 @@
 namespace neuron {
 namespace {
 
-// What a host alias holds: the device storage, and the allocation it opened (the storage's data pointer
-// at that moment: an out= argument's storage may be given new memory while the alias lives).
+// What a host alias holds: a reference to the device storage, and, where the runtime guards host access, the
+// allocation it opened (the storage's data pointer at that moment: an out= argument's storage may be given new
+// memory while the alias lives). Without a guard the context is the device StorageImpl itself, so an alias
+// costs no allocation of its own (the fallback makes one per device argument of every op).
 struct AliasContext {
   c10::Storage device;
   void* opened;
 };
 
-void release_alias(void* ctx) {
+void release_guarded_alias(void* ctx) {
   auto* alias = static_cast<AliasContext*>(ctx);
   rt::close_host_access(alias->opened);
   delete alias;
 }
 
-void release_adopted(void* ctx) {
-  auto* host = static_cast<c10::Storage*>(ctx);
+void release_alias(void* device_storage) {
+  c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(device_storage));
+}
+
+// An adopted host storage: the device DataPtr's context is the host StorageImpl (one reference).
+void release_adopted(void* host_storage) {
+  auto* host = static_cast<c10::StorageImpl*>(host_storage);
   rt::unadopt(host->data());  // first forget it, then free it: the address may be reused at once
-  delete host;
+  c10::raw::intrusive_ptr::decref(host);
 }
 
 bool is_neuron(const at::TensorBase& t) { return t.defined() && t.device().type() == kNeuron; }
@@ -53,8 +60,15 @@ at::Tensor tensor_over(const at::Tensor& like, const c10::Storage& storage) {
 
 c10::Storage host_storage(const c10::Storage& storage) {
   void* device = const_cast<void*>(storage.data());
-  void* data = rt::open_host_access(device);
-  c10::DataPtr ptr(data, new AliasContext{storage, device}, &release_alias, c10::Device(c10::DeviceType::CPU));
+  c10::DataPtr ptr;
+  if (rt::guards_host_access()) {
+    void* data = rt::open_host_access(device);
+    ptr = c10::DataPtr(data, new AliasContext{storage, device}, &release_guarded_alias, c10::Device(c10::DeviceType::CPU));
+  } else {
+    c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+    c10::raw::intrusive_ptr::incref(impl);
+    ptr = c10::DataPtr(device, impl, &release_alias, c10::Device(c10::DeviceType::CPU));
+  }
   return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), storage.nbytes(), std::move(ptr), c10::GetCPUAllocator(),
       /*resizable=*/true));
@@ -70,7 +84,9 @@ c10::Storage storage_to_device(const c10::Storage& host, c10::DeviceIndex device
     ptr = c10::DataPtr(nullptr, c10::Device(kNeuron, device));
   } else if (rt::adopts_host_memory()) {
     if (!rt::adopt(device, data, nbytes)) rt::raise_oom(device, nbytes);
-    ptr = c10::DataPtr(data, new c10::Storage(host), &release_adopted, c10::Device(kNeuron, device));
+    c10::StorageImpl* impl = host.unsafeGetStorageImpl();
+    c10::raw::intrusive_ptr::incref(impl);
+    ptr = c10::DataPtr(data, impl, &release_adopted, c10::Device(kNeuron, device));
   } else {
     ptr = allocate_on(device, nbytes);
     rt::copy_host_to_device(ptr.get(), 0, data, nbytes);

@@ -229,6 +229,7 @@ void configure(const std::vector<int64_t>& hbm_bytes, const std::vector<std::str
   s.usage_slot.assign(n, nullptr);
   const char* strict_env = std::getenv("TORCHNEURON_STRICT_MEMORY");
   g_strict.store(strict_env && std::strcmp(strict_env, "1") == 0);
+  s.blocks.reserve(1 << 14);  // no rehash on the allocation path of a typical model
   s.configured = true;
 }
 
@@ -328,42 +329,43 @@ static bool reserve(State& s, int device, size_t nbytes) {
   return true;
 }
 
+// One critical section per allocation (it is on every op's path): the budget is reserved, the host memory
+// taken and the block recorded under one lock; a refused request takes no host memory.
 void* allocate(int device, size_t nbytes) {
   auto& s = state();
-  bool ok;
+  void* p = nullptr;
   int64_t allocated;
+  bool ok;
   {
     std::lock_guard<std::mutex> g(s.mu);
     ok = reserve(s, device, nbytes);
-    allocated = s.stats[device].allocated;
+    if (!ok) {
+      allocated = s.stats[device].allocated;
+    } else {
+      size_t mapped = 0;
+      try {
+        p = strict() ? map_pages(nbytes, &mapped) : c10::alloc_cpu(nbytes);
+      } catch (...) {
+        s.stats[device].allocated -= nbytes;
+        s.stats[device].live_allocs--;
+        s.bank_used[s.bank[device]] -= nbytes;
+        publish_usage(s, device);
+        throw;
+      }
+      Block block{device, nbytes, false, mapped};
+      if (mapped && t_scope_depth > 0) {  // opened for the thread's host-access scope
+        block.generation = ++g_generation;
+        block.open = 1;
+        protect(p, mapped, PROT_READ | PROT_WRITE);
+        t_scope_blocks.emplace_back(p, block.generation);
+      }
+      s.blocks.emplace(p, block);
+      allocated = s.stats[device].allocated;
+    }
   }
   if (!ok) {
     notify(MemoryEvent::Oom, device, nullptr, nbytes, allocated);
     raise_oom(device, nbytes);
-  }
-  void* p = nullptr;
-  size_t mapped = 0;
-  try {
-    p = strict() ? map_pages(nbytes, &mapped) : c10::alloc_cpu(nbytes);
-  } catch (...) {
-    std::lock_guard<std::mutex> g(s.mu);
-    s.stats[device].allocated -= nbytes;
-    s.stats[device].live_allocs--;
-    s.bank_used[s.bank[device]] -= nbytes;
-    publish_usage(s, device);
-    throw;
-  }
-  {
-    std::lock_guard<std::mutex> g(s.mu);
-    Block block{device, nbytes, false, mapped};
-    if (mapped && t_scope_depth > 0) {  // opened for the thread's host-access scope
-      block.generation = ++g_generation;
-      block.open = 1;
-      protect(p, mapped, PROT_READ | PROT_WRITE);
-      t_scope_blocks.emplace_back(p, block.generation);
-    }
-    s.blocks.emplace(p, block);
-    allocated = s.stats[device].allocated;
   }
   notify(MemoryEvent::Alloc, device, p, nbytes, allocated);
   return p;
