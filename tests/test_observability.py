@@ -168,3 +168,109 @@ def test_profiler_shows_neuron_kernels_with_device_time_and_memory(tmp_path):
     assert any(e["name"].startswith("aten::mm") for e in kernel_events)
     assert any(e.get("cat") == "cpu_instant_event" and e.get("args", {}).get("Device Type") == 20
                for e in trace["traceEvents"])  # [memory] events of PrivateUse1 (device type 20)
+
+
+# --- torchneuron top ------------------------------------------------------------------------------------------
+
+_HOLDER = r"""
+import json, sys, torch
+x = torch.empty(3 << 20, dtype=torch.uint8, device="neuron:0")      # 3 MiB kept on the first core
+y = torch.empty(5 << 20, dtype=torch.uint8, device="neuron:0"); del y  # a 5 MiB peak, freed
+z = torch.ones(1000, device="neuron:1")                            # 4000 bytes on the second core
+print(json.dumps({i: [torch.neuron.memory_allocated(i), torch.neuron.max_memory_allocated(i),
+                      torch.neuron.mem_get_info(i)[1]] for i in (0, 1)}), flush=True)
+sys.stdin.read()  # hold the cores until killed
+"""
+
+
+def _start_holder(env):
+    import json
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, env=env)
+    line = proc.stdout.readline()
+    assert line, f"the holder process died (exit code {proc.wait()})"
+    return proc, {int(k): v for k, v in json.loads(line).items()}
+
+
+def _top_json(env) -> dict:
+    import json
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "torch_neuronx.cli", "top", "--once", "--json"], capture_output=True,
+                       text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)
+
+
+def test_top_shows_another_process_its_cores_and_exact_hbm_until_it_is_killed(tmp_path):
+    import os
+    import signal
+    env = dict(os.environ, TORCHNEURON_CORE_REGISTRY=str(tmp_path / "cores"), NEURON_RT_VISIBLE_CORES="4-5",
+               TORCHNEURON_INSTANCE="trn2.48xlarge", NEURON_LOGICAL_NC_CONFIG="2")
+    proc, mine = _start_holder(env)
+    try:
+        view = _top_json(env)
+        assert view["instance"] == "trn2.48xlarge" and view["physical_cores"] == 128
+        assert view["physical_cores_held"] == 4  # two cores at LNC=2: two physical cores each
+        rows = [c for c in view["cores"] if c["pid"] == proc.pid]
+        assert [(c["core"], c["physical_cores"]) for c in rows] == [(4, [8, 9]), (5, [10, 11])]
+        assert "-c" in rows[0]["command"] and "python" in rows[0]["command"]
+        for row, index in zip(rows, (0, 1)):
+            allocated, peak, budget = mine[index]
+            assert (row["hbm_in_use"], row["hbm_peak"], row["hbm_budget"]) == (allocated, peak, budget), (row, mine)
+        assert mine[0][:2] == [3 << 20, 8 << 20] and mine[1][:2] == [4000, 4000]
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    view = _top_json(env)
+    assert view["cores"] == [] and view["physical_cores_held"] == 0  # a killed process leaves the view
+
+
+@pytest.mark.slow
+def test_top_live_view_refreshes_as_processes_come_and_go(tmp_path):
+    """`torchneuron top` in a terminal: the holder appears with its numbers, then disappears once killed."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    import pty
+    import re
+    import select
+    env = dict(os.environ, TORCHNEURON_CORE_REGISTRY=str(tmp_path / "cores"), NEURON_RT_VISIBLE_CORES="2-3",
+               TORCHNEURON_INSTANCE="trn2.48xlarge", NEURON_LOGICAL_NC_CONFIG="2", COLUMNS="160", TERM="xterm")
+    main_fd, child_fd = pty.openpty()
+    top = subprocess.Popen([sys.executable, "-m", "torch_neuronx.cli", "top", "--interval", "0.3"],
+                           stdout=child_fd, stderr=child_fd, stdin=subprocess.DEVNULL, env=env)
+    os.close(child_fd)
+    seen = ""
+
+    def read_until(pattern: str, timeout: float = 120) -> bool:
+        nonlocal seen
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if select.select([main_fd], [], [], 0.5)[0]:
+                seen += os.read(main_fd, 65536).decode(errors="replace")
+                text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen)
+                if re.search(pattern, text):
+                    seen = ""
+                    return True
+        return False
+
+    try:
+        assert read_until("no process holds a NeuronCore"), seen
+        proc, mine = _start_holder(env)
+        try:
+            assert read_until(rf"│ 2 \(nc 4-5\) │ +{proc.pid} │[^\n]*python -c import[^\n]*│ +3\.0 MiB │ +8\.0 MiB │"
+                              rf" +23\.8 GiB │"), seen
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        assert read_until("no process holds a NeuronCore"), seen
+    finally:
+        top.send_signal(signal.SIGINT)
+        code = top.wait(timeout=60)
+        os.close(main_fd)
+    assert code == 0

@@ -1,6 +1,7 @@
 """`torchneuron`: the command line.
 
   torchneuron ls       NeuronCores of the emulated instance (like neuron-ls)
+  torchneuron top      live view of the cores of this host: holders, HBM in use and peak (like neuron-top)
   torchneuron info     versions and plugin state
   torchneuron compat   compatibility matrix of Transformers causal-LM architectures
   torchneuron plan     will a training step fit each NeuronCore, with which layout, how fast (docs/plan.md)
@@ -118,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("ls", help="list the NeuronCores of the emulated instance").set_defaults(fn=_ls)
     sub.add_parser("info", help="versions and plugin state").set_defaults(fn=_info)
+    from . import top
+    top.add_parser(sub)
     from .compat import cli as compat_cli
     compat_cli.add_parser(sub)
     from .plan import cli as plan_cli

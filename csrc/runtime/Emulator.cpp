@@ -114,9 +114,10 @@ std::string human(int64_t n) {
 }
 
 // Lock file layout: a text header (who holds the core) padded to kUsageOffset, then the holder's
-// bytes in use on the device as an int64 (read by torch_neuronx.runtime.ownership.held_cores).
+// bytes in use on the device and their peak (max_memory_allocated) as two int64, kept current through a
+// shared mapping: two stores per allocation, no system call (read by ownership.held_cores, `torchneuron top`).
 constexpr off_t kUsageOffset = 128;
-constexpr off_t kLockFileSize = kUsageOffset + sizeof(int64_t);
+constexpr off_t kLockFileSize = kUsageOffset + 2 * sizeof(int64_t);
 
 std::string read_holder(const std::string& path) {
   std::ifstream in(path);
@@ -164,9 +165,9 @@ void acquire_core(State& s, int device) {
   header.resize(kUsageOffset - 1, ' ');
   header += '\n';
   for (int fd : fds) {
-    int64_t zero = 0;
+    int64_t zero[2] = {0, 0};
     if (::ftruncate(fd, kLockFileSize) != 0 || ::pwrite(fd, header.data(), header.size(), 0) < 0 ||
-        ::pwrite(fd, &zero, sizeof(zero), kUsageOffset) < 0) {
+        ::pwrite(fd, zero, sizeof(zero), kUsageOffset) < 0) {
       // Ownership holds through the lock; only the published details are missing.
     }
   }
@@ -179,7 +180,10 @@ void acquire_core(State& s, int device) {
 }
 
 void publish_usage(State& s, int device) {
-  if (int64_t* slot = s.usage_slot[device]) __atomic_store_n(slot, s.stats[device].allocated, __ATOMIC_RELAXED);
+  if (int64_t* slot = s.usage_slot[device]) {
+    __atomic_store_n(slot, s.stats[device].allocated, __ATOMIC_RELAXED);
+    __atomic_store_n(slot + 1, s.stats[device].peak_allocated, __ATOMIC_RELAXED);
+  }
 }
 
 void check_device(const State& s, int device) {
@@ -320,8 +324,8 @@ static bool reserve(State& s, int device, size_t nbytes) {
   }
   bank += nbytes;
   st.allocated += nbytes;
-  publish_usage(s, device);
   st.peak_allocated = std::max(st.peak_allocated, st.allocated);
+  publish_usage(s, device);
   st.num_allocs++;
   st.total_allocated += nbytes;
   st.live_allocs++;
@@ -523,6 +527,7 @@ void reset_peak(int device) {
   check_usable(s, device);
   s.stats[device].peak_allocated = s.stats[device].allocated;
   s.stats[device].peak_live_allocs = s.stats[device].live_allocs;
+  publish_usage(s, device);
 }
 
 void reset_accumulated(int device) {

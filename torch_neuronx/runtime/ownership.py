@@ -23,9 +23,12 @@ Read API, for `torchneuron ls` and `torchneuron top`:
     held_cores(instance=None) -> list[HeldCore]
 
 one entry per core held by a live process: core (the holder's device core id at its LNC), lnc,
-physical_cores, pid, command, hbm_in_use (the holder's bytes allocated on that core, published by
-the holder on every allocation and free), instance. Reading never blocks and never takes a lock
-another process could notice for longer than a non-blocking probe.
+physical_cores, pid, command, hbm_in_use and hbm_peak (the holder's bytes allocated on that core and
+their peak since it started or last called reset_peak_memory_stats), hbm_budget (the holder's budget
+for the core), instance. The holder keeps its two numbers current in a shared mapping of the lock file
+(two plain stores per allocation and free: no system call, no lock). Reading never blocks and never
+takes a lock another process could notice for longer than a non-blocking probe; a dead process's
+locks are gone, so its stale numbers are never read.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from dataclasses import dataclass
 
 from .topology import INSTANCES, Topology, TopologyError
 
-USAGE_OFFSET = 128  # must match kUsageOffset in csrc/runtime/Emulator.cpp
+USAGE_OFFSET = 128  # must match kUsageOffset in csrc/runtime/Emulator.cpp: int64 in use, then int64 peak
 ENV = "TORCHNEURON_CORE_REGISTRY"
 
 
@@ -101,7 +104,8 @@ def configure(topo: Topology, directory: str | None) -> None:
             files.append([_lock_file(directory, p) for p in physical_cores(core, topo.lnc)])
         else:
             files.append([])  # a sibling rank's core: never allocated here
-        headers.append(f"pid {os.getpid()} core {core} lnc {topo.lnc} instance {topo.instance.name}")
+        headers.append(f"pid {os.getpid()} core {core} lnc {topo.lnc} instance {topo.instance.name} "
+                       f"budget {topo.hbm_per_core}")
     _C._set_core_registry(files, headers)
 
 
@@ -114,10 +118,12 @@ class HeldCore:
     command: str
     hbm_in_use: int             # bytes the holder has allocated on the core
     instance: str
+    hbm_peak: int = 0           # the holder's peak of hbm_in_use (its max_memory_allocated)
+    hbm_budget: int = 0         # the holder's HBM budget for the core (at LNC=1 on trn2/3: the shared bank's)
 
 
-def _holder(path: str) -> tuple[dict, int] | None:
-    """(header fields, bytes in use) of a lock file a live process holds, else None."""
+def _holder(path: str) -> tuple[dict, int, int] | None:
+    """(header fields, bytes in use, their peak) of a lock file a live process holds, else None."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -126,11 +132,11 @@ def _holder(path: str) -> tuple[dict, int] | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            data = os.pread(fd, USAGE_OFFSET + 8, 0)
+            data = os.pread(fd, USAGE_OFFSET + 16, 0)
             words = data[:USAGE_OFFSET].decode(errors="replace").split()
             fields = dict(zip(words[::2], words[1::2]))
-            used = struct.unpack("<q", data[USAGE_OFFSET:USAGE_OFFSET + 8])[0] if len(data) >= USAGE_OFFSET + 8 else 0
-            return fields, used
+            used, peak = struct.unpack("<qq", data[USAGE_OFFSET:]) if len(data) == USAGE_OFFSET + 16 else (0, 0)
+            return fields, used, peak
         fcntl.flock(fd, fcntl.LOCK_UN)  # nobody holds it: a core left by a finished process
         return None
     finally:
@@ -163,13 +169,15 @@ def held_cores(instance: str | None = None, env=None) -> list[HeldCore]:
         found = _holder(os.path.join(directory, name))
         if found is None:
             continue
-        fields, used = found
+        fields, used, peak = found
         try:
             pid, core, lnc = int(fields["pid"]), int(fields["core"]), int(fields["lnc"])
+            budget = int(fields.get("budget", INSTANCES[instance].usable_bank_bytes()))
         except (KeyError, ValueError):
             continue  # held but not yet described: the holder is writing its header
-        entry = groups.setdefault((pid, core), [lnc, [], 0])
+        entry = groups.setdefault((pid, core), [lnc, [], 0, 0, budget])
         entry[1].append(int(name[2:-5]))
-        entry[2] = max(entry[2], used)
-    return [HeldCore(core, lnc, tuple(phys), pid, _command(pid), used, instance)
-            for (pid, core), (lnc, phys, used) in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0]))]
+        entry[2], entry[3] = max(entry[2], used), max(entry[3], peak)  # published in the first file of the core
+    return [HeldCore(core, lnc, tuple(phys), pid, _command(pid), used, instance, peak, budget)
+            for (pid, core), (lnc, phys, used, peak, budget) in sorted(groups.items(),
+                                                                        key=lambda kv: (kv[0][1], kv[0][0]))]
