@@ -3,8 +3,10 @@
 One real run of the command (module fixture, --jobs 2) covers both: the CI
 sample, plus five more architectures into which TORCHNEURON_COMPAT_FAULT
 injects a real failure inside their worker process (missing op, numeric
-mismatch, hang -> timeout, abort -> crash, failure on CPU). Nothing is mocked:
-the workers, subprocesses, timeouts and report files are those of a real run.
+mismatch, hang -> timeout, abort -> crash, failure on CPU): the run uses this
+directory's worker module (compat_fault_worker.py, `--worker`), the production
+worker with a CpuReference subclass. Nothing is mocked: the workers,
+subprocesses, timeouts and report files are those of a real run.
 """
 
 from __future__ import annotations
@@ -34,14 +36,24 @@ FAULTS = {
     "apertus": ("crash", "crash"),
     "seed_oss": ("cpu-fail", "cpu fails"),
 }
+# The worker that injects TORCHNEURON_COMPAT_FAULT (the production worker has no test hook).
+FAULT_WORKER = ["--worker", "compat_fault_worker"]
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def fault_env(faults: dict[str, str]) -> dict:
+    path = os.pathsep.join(p for p in (TESTS, os.environ.get("PYTHONPATH")) if p)
+    return dict(os.environ, PYTHONPATH=path, TORCHNEURON_COMPAT_FAULT=",".join(f"{a}:{f}" for a, f in faults.items()))
+
+
 TIMEOUT = 90  # per architecture: a tiny model's eager checks take ~10 s (30 s on a busy machine)
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("compat")
-    env = dict(os.environ, TORCHNEURON_COMPAT_FAULT=",".join(f"{a}:{f}" for a, (f, _) in FAULTS.items()))
-    cmd = [sys.executable, "-m", "torch_neuronx.cli", "compat", "--mode", "eager", "--jobs", "2",
+    env = fault_env({a: f for a, (f, _) in FAULTS.items()})
+    cmd = [sys.executable, "-m", "torch_neuronx.cli", "compat", "--mode", "eager", "--jobs", "2", *FAULT_WORKER,
            "--timeout", str(TIMEOUT), "--out", str(out), "--arch", *SAMPLE, *FAULTS]
     proc = run_in_terminal(cmd, env=env, cwd=ROOT, timeout=900)
     with open(out / "compat.json") as f:
@@ -167,8 +179,8 @@ COMPILED_FAULTS = {"llama": "model-graph-break", "smollm3": "mismatch"}
 @pytest.fixture(scope="module")
 def compiled_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("compat-compiled")
-    env = dict(os.environ, TORCHNEURON_COMPAT_FAULT=",".join(f"{a}:{f}" for a, f in COMPILED_FAULTS.items()))
-    cmd = [sys.executable, "-m", "torch_neuronx.cli", "compat", "--mode", "compiled", "--jobs", "2",
+    env = fault_env(COMPILED_FAULTS)
+    cmd = [sys.executable, "-m", "torch_neuronx.cli", "compat", "--mode", "compiled", "--jobs", "2", *FAULT_WORKER,
            "--timeout", "900", "--out", str(out), "--arch", *COMPILED_FAULTS]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=1200)
     with open(out / "compat.json") as f:

@@ -9,7 +9,6 @@
   report.py            verdicts, `compatible: N/M (P%)`, JSON and Markdown
   charts.py            the Markdown report's charts (Mermaid)
   progress.py          the live progress line: bar, running items, elapsed, estimate of what is left
-  faults.py            test hook: inject a real failure into one architecture's worker
   cli.py               `torchneuron compat`
 """
 

@@ -31,6 +31,11 @@ def add_parser(sub) -> None:
     p.add_argument("--combine", nargs="+", metavar="DIR",
                    help="run nothing: merge the reports in DIR... (e.g. an eager and a compiled run) into OUT")
     p.add_argument("--list", action="store_true", help="list the architectures and exit")
+    p.add_argument("--worker", metavar="MODULE",
+                   help="the module each architecture's process runs (`python -m MODULE`; default "
+                        "torch_neuronx.compat.worker): one that calls worker.run_as_script with its own "
+                        "CpuReference subclass builds or copies models its way (the tool's tests inject real "
+                        "failures so)")
     p.set_defaults(fn=main)
 
 
@@ -69,6 +74,9 @@ def main(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     console = Console()
     suite = runner.TRANSFORMERS
+    if args.worker:
+        import dataclasses
+        suite = dataclasses.replace(suite, worker=args.worker)
     known = causal_lm_architectures()
     noun = "architectures"
     if args.list:

@@ -209,14 +209,10 @@ class CpuReference:
 
     def __init__(self, arch: str, result: Result, want_generate: bool):
         import torch
-        from . import faults
-        from .architectures import build_model
         self.arch = arch
         result.running("cpu")
         t0 = time.monotonic()
-        faults.on_build(arch)
-        self.model = build_model(arch)
-        faults.on_model(arch, self.model)
+        self.model = self.build_model()
         result.data["model_class"] = type(self.model).__name__
         self.logits = run_forward(self.model, self.model, "cpu")
         self.use_labels = True
@@ -263,18 +259,18 @@ class CpuReference:
         Not the reference model itself: running it may have changed more than weights (BigBird switches
         its attention type for short inputs on the first forward).
         """
-        from . import faults
-        from .architectures import build_model
-        model = build_model(self.arch)
+        model = self.build_model()
         model.load_state_dict(self.model.state_dict())
-        faults.on_model(self.arch, model)
         return model
+
+    def build_model(self):
+        """A new CPU model of the architecture (random weights, the tiny config of architectures.py)."""
+        from .architectures import build_model
+        return build_model(self.arch)
 
     def neuron_copy(self):
         """The same weights on neuron (a fresh copy: no aliasing with the CPU model)."""
-        from . import faults
         model = self.fresh_copy().to("neuron")
-        faults.on_neuron_model(self.arch, model)
         self.untied = tied_parameters(self.model) - tied_parameters(model)
         return model
 
@@ -308,7 +304,7 @@ def _compile_verdict(counts) -> tuple[str | None, str]:
 def _run_neuron_step(name: str, ref: CpuReference, model, result: Result, shared: dict) -> None:
     """Run one neuron step and record its verdict; `shared` carries the compiled training call between steps."""
     import torch
-    from . import compile_counters, faults
+    from . import compile_counters
     from .categories import NUMERIC, classify, first_line
 
     if name.startswith("generate") and not ref.can_generate:
@@ -318,7 +314,6 @@ def _run_neuron_step(name: str, ref: CpuReference, model, result: Result, shared
     t0 = time.monotonic()
     counts = None
     try:
-        faults.on_neuron_step(ref.arch)
         if name == "forward":
             ok, diff, detail = compare_logits(ref.logits, run_forward(model, model, "neuron"))
         elif name == "backward":
@@ -446,7 +441,7 @@ def _recheck_on_cpu(ref: CpuReference, result: Result, shared: dict) -> None:
     torch._dynamo.reset()
 
 
-def run(arch: str, mode: str, out: str) -> int:
+def run(arch: str, mode: str, out: str, reference: type[CpuReference] = CpuReference) -> int:
     result = Result(out, arch, mode)
     steps = {"eager": EAGER_STEPS, "compiled": COMPILED_STEPS, "both": STEPS}[mode]
     import torch  # noqa: F401 - loads torch_neuronx (autoload)
@@ -454,7 +449,7 @@ def run(arch: str, mode: str, out: str) -> int:
     transformers.logging.set_verbosity_error()
     from .categories import CPU_FAILS, NEEDS_PACKAGE, classify, first_line
     try:
-        ref = CpuReference(arch, result, want_generate=any(s.startswith("generate") for s in steps))
+        ref = reference(arch, result, want_generate=any(s.startswith("generate") for s in steps))
     except Exception as e:  # noqa: BLE001 - the architecture cannot run here at all
         category = NEEDS_PACKAGE if classify(e) == NEEDS_PACKAGE else CPU_FAILS
         result.data["cpu"] = {"status": "fail", "category": category, "error": first_line(e),
@@ -476,19 +471,28 @@ def run(arch: str, mode: str, out: str) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, reference: type[CpuReference] = CpuReference) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("arch")
     parser.add_argument("--mode", choices=("eager", "compiled", "both"), default="both")
     parser.add_argument("--out", required=True, help="result JSON file")
     args = parser.parse_args(argv)
-    return run(args.arch, args.mode, args.out)
+    return run(args.arch, args.mode, args.out, reference)
 
 
-if __name__ == "__main__":
+def run_as_script(reference: type[CpuReference] = CpuReference) -> None:
+    """The worker process: `python -m <worker module> ARCH --mode M --out FILE`.
+
+    A worker module of its own (`torchneuron compat --worker MODULE`) calls this with a CpuReference
+    subclass that builds or copies models differently.
+    """
     # exit without tearing down the interpreter: some models leave threads/handles that
     # make a normal shutdown slow, and the result is already on disk
-    code = main()
+    code = main(reference=reference)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+if __name__ == "__main__":
+    run_as_script()
