@@ -27,8 +27,9 @@ MODELS = {
                        num_attention_heads=8, num_key_value_heads=4, vocab_size=512, tie_word_embeddings=False),
     "llama-100m": dict(model_type="llama", hidden_size=768, intermediate_size=2048, num_hidden_layers=8,
                        num_attention_heads=12, num_key_value_heads=4, vocab_size=32000, tie_word_embeddings=False),
+    # tied input/output embeddings, as the small Qwen2.5 checkpoints (0.5B-3B)
     "qwen2-60m": dict(model_type="qwen2", hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
-                      num_attention_heads=8, num_key_value_heads=4, vocab_size=32000, tie_word_embeddings=False),
+                      num_attention_heads=8, num_key_value_heads=4, vocab_size=32000, tie_word_embeddings=True),
     "mixtral-70m": dict(model_type="mixtral", hidden_size=384, intermediate_size=768, num_hidden_layers=4,
                         num_attention_heads=8, num_key_value_heads=4, num_local_experts=8, num_experts_per_tok=2,
                         vocab_size=32000, tie_word_embeddings=False),
@@ -90,8 +91,15 @@ def accuracy(args) -> int:
     from torch_neuronx.plan.step import StepSpec
     from torch_neuronx.plan.trace import trace_step
 
+    import datetime
+
+    import torch
+    import transformers
+
     folder = tempfile.mkdtemp(prefix="plan-accuracy-")
     rows, worst = [], 0.0
+    print(f"{datetime.date.today()}: torch {torch.__version__}, transformers {transformers.__version__}, "
+          f"seq {args.seq}, micro-batch {args.batch}, bf16, AdamW; measured = largest rank peak")
     print(f"{'model':<13} {'layout':<12} {'planned MiB':>12} {'measured MiB':>13} {'ratio':>7}  trace s  real s")
     for name in args.models:
         path = _write_config(name, folder)
