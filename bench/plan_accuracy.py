@@ -172,6 +172,9 @@ def main() -> int:
     if args.worker:
         worker(args)
         return 0
+    # The real runs are one emulated host of their own: other emulator processes on this machine (other jobs,
+    # other checkouts) hold NeuronCores in the shared core registry, and a held core would fail a rank.
+    os.environ.setdefault("TORCHNEURON_CORE_REGISTRY", tempfile.mkdtemp(prefix="plan-accuracy-cores-"))
     return scale(args) if args.scale else accuracy(args)
 
 

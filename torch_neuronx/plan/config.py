@@ -56,10 +56,16 @@ def load_config(model: str):
     data = {k: v for k, v in data.items() if not k.startswith("_")}
     if "model_type" not in data:
         raise PlanError(f"{source}: no \"model_type\" key, so Transformers cannot tell the architecture")
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
     try:
         config = AutoConfig.for_model(**data)
     except (ValueError, KeyError) as e:
         raise PlanError(f"{source}: Transformers cannot build this configuration: {e}") from None
+    if config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise PlanError(f"{source}: model_type {config.model_type!r} has no causal-LM class in Transformers "
+                        f"(AutoModelForCausalLM), and a plan models a causal-LM training step: pass the config of a "
+                        f"decoder such as llama, qwen2, mistral or mixtral")
     return config, source
 
 

@@ -102,6 +102,8 @@ def plan(model: str, instance: str = "trn2.48xlarge", tp: int = 1, fsdp: int | N
     """Plan one training step of MODEL (preset name, config.json or model directory) on INSTANCE with a
     TP x FSDP layout (fsdp defaults to the cores TP leaves: the whole instance). BATCH is per FSDP rank.
     FULL_TRACE traces every decoder layer instead of extrapolating from 2 and 3 (trace.trace_step)."""
+    if tp < 1 or (fsdp is not None and fsdp < 1):
+        raise PlanError("--tp and --fsdp must be positive")
     m = hardware.machine(instance, lnc)
     config, source = load_config(model)
     if fsdp is None:

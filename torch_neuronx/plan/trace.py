@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import step as step_mod
+from .config import PlanError
 from .cost import CostCounter, StepCost
 from .world import fake_world
 
@@ -121,7 +122,11 @@ def _trace_once(config, spec: step_mod.StepSpec) -> Trace:
         fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
         with fake_mode:
             model = step_mod.create_model(config, spec, torch.device("neuron", 0))
-        model = step_mod.distribute(model, spec, mesh)
+        try:
+            model = step_mod.distribute(model, spec, mesh)
+        except ValueError as e:  # Transformers' own checks: no TP / FSDP plan for this architecture, ...
+            raise PlanError(f"Transformers cannot shard {type(model).__name__} as TP={spec.tp} x FSDP={spec.fsdp}: "
+                            f"{e}") from None
         _check_fake(model)
         with fake_mode:
             trace = _trace(config, spec, model)
