@@ -157,8 +157,9 @@ def test_plan_cli_preset_json():
     assert e["tokens_per_step"] == 256 * 8 and e["tokens_per_second"] > 0
 
 
-def test_plan_bad_inputs():
-    """Heads TP does not divide, an unknown instance, an unknown model: exit 1 with what works."""
+def test_plan_bad_inputs(tmp_path):
+    """Heads TP does not divide, an unknown instance, an unknown model, a model that is not a causal LM, a degree
+    of 0, groups the platform cannot run: exit 1 with what works."""
     r = _plan_cli("--model", "qwen2.5-7b", "--instance", "trn2.48xlarge", "--tp", "8")
     assert r.returncode == 1, r.stderr
     assert "28 attention heads" in r.stderr and "4 key/value heads" in r.stderr, r.stderr
@@ -168,6 +169,10 @@ def test_plan_bad_inputs():
     assert "trn1.32xlarge" in r.stderr and "trn2.48xlarge" in r.stderr, r.stderr
     r = _plan_cli("--model", "no-such-model", "--instance", "trn2.48xlarge")
     assert r.returncode == 1 and "llama-3.1-70b" in r.stderr and "mixtral-8x7b" in r.stderr, r.stderr
+    r = _plan_cli("--model", _config(tmp_path, {"model_type": "vit"}), "--instance", "trn2.48xlarge")
+    assert r.returncode == 1 and "model_type 'vit' has no causal-LM class" in r.stderr, r.stderr
+    r = _plan_cli("--model", "llama-3.1-8b", "--tp", "0")
+    assert r.returncode == 1 and "--tp and --fsdp must be positive" in r.stderr, r.stderr
     # group sizes and rings: the runtime's rule (torch_neuronx/runtime/collective_groups.py)
     r = _plan_cli("--model", "llama-3.1-8b", "--instance", "trn1.32xlarge", "--tp", "4", "--fsdp", "8")
     assert r.returncode == 1 and "TP group of TP=4 x FSDP=8" in r.stderr, r.stderr
