@@ -84,12 +84,13 @@ def build_model(config, spec: StepSpec, device: torch.device, mesh=None):
     return distribute(create_model(config, spec, device), spec, mesh)
 
 
-def make_optimizer(model, spec: StepSpec) -> torch.optim.Optimizer:
-    """The optimizer over all parameters, with torch's defaults (foreach where torch chooses it)."""
+def make_optimizer(model, spec: StepSpec, foreach: bool | None = None) -> torch.optim.Optimizer:
+    """The optimizer over all parameters, with torch's defaults (foreach where torch chooses it; the trace passes
+    the choice torch makes for the real parameters, see trace.py)."""
     if spec.optimizer == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=1e-5)
+        return torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=foreach)
     if spec.optimizer == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+        return torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, foreach=foreach)
     raise ValueError(f"optimizer {spec.optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")
 
 

@@ -145,13 +145,24 @@ def _check_fake(model) -> None:
             raise RuntimeError(f"plan: {name} became a real tensor while sharding; the trace would allocate it")
 
 
+def _real_foreach(model) -> bool:
+    """The update torch.optim picks by default for the REAL parameters: the multi-tensor (foreach) one, whose
+    temporaries span every parameter at once, on neuron (a foreach device) when each parameter is a Tensor,
+    Parameter or DTensor; per tensor for a group mixing DTensor and plain tensors (TP only:
+    torch_neuronx/integrations/optim_foreach.py). Left to its default under FakeTensorMode torch would see
+    FakeTensor parameters, not one of those types, and take the per-tensor loop: a one-core plan would miss the
+    foreach temporaries that make its optimizer step the peak."""
+    from ..integrations.optim_foreach import is_mixed
+    return not is_mixed(list(model.parameters()))
+
+
 def _trace(config, spec, model) -> Trace:
     from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
     from torch.distributed._tools.mem_tracker import MemTracker
     from torch.distributed.fsdp import FSDPModule
 
     device = torch.device("neuron", 0)
-    optimizer = step_mod.make_optimizer(model, spec)
+    optimizer = step_mod.make_optimizer(model, spec, foreach=_real_foreach(model))
     _create_optimizer_state(model, optimizer)
     batch = step_mod.make_batch(config, spec, device)
     if isinstance(model, FSDPModule):
