@@ -123,9 +123,9 @@ def sweep(max_samples: int = 3, only: set[str] | None = None):
 
 if __name__ == "__main__":
     import torch_neuronx
-    torch_neuronx.reset_op_counts()
+    torch_neuronx.clear_op_tracking()
     p, f, s = sweep(only=set(sys.argv[1:]) or None)
     for k, v in f.items():
         print(f"FAIL {k}: {v}")
     print(f"passed {len(p)}, failed {len(f)}, skipped {len(s)}; distinct ATen ops through the fallback: "
-          f"{len(torch_neuronx.get_fallback_ops())}")
+          f"{len(torch_neuronx.get_emulator_op_counts())}")

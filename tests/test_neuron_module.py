@@ -113,7 +113,8 @@ def test_autocast_bf16():
         z = x @ x.t()
     ref = (x.cpu().bfloat16() @ x.cpu().t().bfloat16())
     assert z.dtype == torch.bfloat16 and torch.equal(z.cpu(), ref)
-    assert torch.neuron.get_amp_supported_dtype()[0] == torch.bfloat16
+    assert torch.get_autocast_dtype("neuron") == torch.bfloat16
+    assert torch.neuron.get_amp_supported_dtype() == [torch.float32, torch.float16, torch.bfloat16]  # as TorchNeuron
 
 
 def test_set_device_rejects_bad_index():

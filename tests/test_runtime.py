@@ -120,11 +120,12 @@ def test_fp64_modes():
             x + 1
         assert (torch.ones(3, device="neuron") + 1).sum().item() == 6  # float32 unaffected
         torch_neuronx.set_fp64_mode("warn")
-        with pytest.warns(UserWarning, match="no fp64 compute engines"):
+        with pytest.warns(UserWarning, match="no fp64 datapath"):
             x * 2
+        torch_neuronx.set_fp64_mode("exact")
+        assert (x + 1).sum().item() == 6.0
     finally:
-        torch_neuronx.set_fp64_mode("allow")
-    assert (x + 1).sum().item() == 6.0
+        torch_neuronx.set_fp64_mode(torch_neuronx.dtypes.DEFAULT_FP64)
     with pytest.raises(ValueError, match="choose one of"):
         torch_neuronx.set_fp64_mode("sometimes")
 

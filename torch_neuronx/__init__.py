@@ -31,8 +31,10 @@ from . import _registration  # noqa: E402
 _registration.register()
 
 from .neuron import *  # noqa: E402,F401,F403  (torch_neuronx.is_available() etc., as torch.neuron)
-from .ops_report import get_fallback_ops, get_executed_ops, reset_op_counts  # noqa: E402
-from .dtypes import set_fp64_mode  # noqa: E402
+from .ops_report import (  # noqa: E402
+    clear_op_tracking, get_emulator_op_counts, get_executed_ops, get_fallback_ops, get_op_signature_counts,
+    reset_op_counts)
+from .dtypes import set_fp64_mode, set_int64_mode  # noqa: E402
 
 
 def compile_stats() -> dict:

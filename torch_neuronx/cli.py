@@ -109,7 +109,11 @@ def _info(args: argparse.Namespace) -> int:
     import torch.distributed as dist
     table.add_row("c10d backend 'neuron'", str(dist.is_available() and "neuron" in dist.Backend.backend_list))
     table.add_row("HF_DEACTIVATE_ASYNC_LOAD", os.environ.get("HF_DEACTIVATE_ASYNC_LOAD", ""))
-    table.add_row("TORCHNEURON_FP64", os.environ.get("TORCHNEURON_FP64", "allow"))
+    from . import dtypes
+    table.add_row("TORCHNEURON_INT64", os.environ.get("TORCHNEURON_INT64", dtypes.DEFAULT_INT64))
+    table.add_row("TORCHNEURON_FP64", os.environ.get("TORCHNEURON_FP64", dtypes.DEFAULT_FP64))
+    table.add_row("NEURON_RT_STOCHASTIC_ROUNDING_EN", os.environ.get("NEURON_RT_STOCHASTIC_ROUNDING_EN", "0"))
+    table.add_row("NEURON_FALLBACK_ENABLED", os.environ.get("NEURON_FALLBACK_ENABLED", "1"))
     console.print(table)
     return 0
 

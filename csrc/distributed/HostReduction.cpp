@@ -1,4 +1,5 @@
 #include "distributed/HostReduction.h"
+#include "aten/native/NeuronDtypeRules.h"
 
 namespace neuron::distributed {
 
@@ -20,6 +21,9 @@ HostReduction HostReduction::plan(const c10d::ReduceOp& op, at::ScalarType dtype
     r.host_op = c10d::ReduceOp(c10d::ReduceOp::SUM);
     r.integer_divisor = group_size;
   }
+  if (integral && dtype != at::kBool && dtype_rules::result_has_rule(dtype) &&
+      (op.op_ == c10d::ReduceOp::SUM || op.op_ == c10d::ReduceOp::AVG))
+    r.checked_integer_sum = collective;
   return r;
 }
 
@@ -37,6 +41,8 @@ std::vector<at::Tensor> HostReduction::scaled_copies(const std::vector<at::Tenso
 }
 
 void HostReduction::finish(const std::vector<at::Tensor>& host_outputs) const {
+  if (checked_integer_sum)
+    for (const auto& t : host_outputs) dtype_rules::apply_to_result(checked_integer_sum, t, true);
   if (integer_divisor == 0) return;
   for (const auto& t : host_outputs) {
     auto view = t;  // div_ needs a non-const handle; it writes the caller's memory either way

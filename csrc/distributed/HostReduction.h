@@ -20,6 +20,9 @@ struct HostReduction {
   c10d::ReduceOp host_op;         // what the host backend runs
   std::optional<double> premul;   // PREMUL_SUM: multiply every input by this, then sum
   int64_t integer_divisor = 0;    // integer AVG: truncating division of the sum by the group size
+  // Integer SUM/AVG: Neuron reduces integers in fp32, exact to 2^24; the sum is checked
+  // (aten/native/NeuronDtypeRules.h, TORCHNEURON_INT64). Names the collective.
+  const char* checked_integer_sum = nullptr;
 
   // `collective` names the caller in error messages.
   static HostReduction plan(const c10d::ReduceOp& op, at::ScalarType dtype, int group_size,
@@ -31,7 +34,7 @@ struct HostReduction {
   // caller's inputs must stay untouched, so the host reduces scaled copies.
   std::vector<at::Tensor> scaled_copies(const std::vector<at::Tensor>& host_inputs) const;
 
-  bool needs_finish() const { return integer_divisor != 0; }
+  bool needs_finish() const { return integer_divisor != 0 || checked_integer_sum != nullptr; }
   // Runs once the host's sum is in `host_outputs`.
   void finish(const std::vector<at::Tensor>& host_outputs) const;
 };

@@ -1,10 +1,13 @@
 // Python bindings of the C++ core: torch_neuronx._C.
 #include "aten/native/Fallback.h"
+#include "aten/native/NeuronDtypeRules.h"
+#include "aten/native/OpSignatures.h"
 #include "core/Device.h"
 #include "core/Generator.h"
 #include "core/HostBridge.h"
 #include "runtime/Runtime.h"
 
+#include <torch/csrc/Exceptions.h>
 #include <torch/extension.h>
 
 namespace py = pybind11;
@@ -49,6 +52,17 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_accumulated", &neuron::rt::reset_accumulated);
   m.def("_device_of_ptr", [](uintptr_t p) { return neuron::rt::device_of(reinterpret_cast<const void*>(p)); });
   m.def("_set_fp64_mode", &neuron::set_fp64_mode);
+  m.def("_set_int64_mode", &neuron::dtype_rules::set_int64_mode);
+  m.def("_set_stochastic_rounding", &neuron::dtype_rules::set_stochastic_rounding);
+  m.def("_set_fallback_enabled", &neuron::set_fallback_enabled);
+  m.def("_set_ops_without_lowering", &neuron::set_ops_without_lowering);
+  m.def("_op_signature_counts", &neuron::op_signatures::counts);
+  m.def("_op_calls", &neuron::op_signatures::calls);
+  m.def("_reset_op_signatures", &neuron::op_signatures::reset);
+  m.def("_end_op_signature_step", [] {
+    torch::PyWarningHandler warnings;  // its warning reaches Python's warnings module
+    neuron::op_signatures::end_step();
+  });
   m.def("_fallback_counts", &neuron::fallback_counts);
   m.def("_reset_fallback_counts", &neuron::reset_fallback_counts);
   m.def("_route_ops_with_host_kernels_to_fallback", &neuron::route_ops_with_host_kernels_to_fallback);

@@ -40,11 +40,26 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], mode
     start = time.perf_counter()
     config = dict(INDUCTOR_CONFIG)
     config.update(options or {})
-    with _without_aot_autograd_cache():
-        from .compiler import compile_graph
-        compiled = compile_fx(gm, list(example_inputs), inner_compile=compile_graph, config_patches=config)
+    try:
+        with _without_aot_autograd_cache():
+            from .compiler import compile_graph
+            compiled = compile_fx(gm, list(example_inputs), inner_compile=compile_graph, config_patches=config)
+    except Exception as e:
+        if _fallback_execution_disabled():
+            raise
+        # TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0: as TorchNeuron, run the graph eagerly instead.
+        import warnings
+        warnings.warn(f"neuron compile failed ({type(e).__name__}: {e}); running this graph eagerly because "
+                      f"TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0")
+        compiled = gm.forward
     stats.end_graph(time.perf_counter() - start)
     return compiled
+
+
+def _fallback_execution_disabled() -> bool:
+    """TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION (default 1, as in Neuron 2.33): a compile failure raises."""
+    import os
+    return os.environ.get("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "1").strip().lower() not in ("0", "false")
 
 
 static_shapes.follows_neuron_rules(neuron_backend)

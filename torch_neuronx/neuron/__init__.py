@@ -164,7 +164,8 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 
 def get_amp_supported_dtype() -> list[torch.dtype]:
-    return [torch.bfloat16, torch.float16, torch.float32]
+    """As TorchNeuron: fp32, fp16, bf16 (autocast's default on neuron is bf16: torch.get_autocast_dtype)."""
+    return [torch.float32, torch.float16, torch.bfloat16]
 
 
 def get_dynamo_metrics() -> dict:

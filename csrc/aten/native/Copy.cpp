@@ -4,7 +4,9 @@
 // anything else (strided, dtype conversion, broadcast) is one host copy_ over
 // the host bridge's aliases.
 #include "aten/native/Native.h"
+#include "aten/native/NeuronDtypeRules.h"
 #include "core/Device.h"
+#include "core/Generator.h"
 #include "core/HostBridge.h"
 #include "runtime/Runtime.h"
 
@@ -49,11 +51,24 @@ void dense_copy(const at::Tensor& src, const at::Tensor& dst) {
 
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_blocking*/) {
   if (dst.numel() == 0) return dst;
-  if (is_dense_copy(src, dst)) {
-    dense_copy(src, dst);
+  const bool to_neuron = dst.device().type() == kNeuron;
+  if (to_neuron && dst.scalar_type() == at::kBFloat16 && src.scalar_type() == at::kFloat &&
+      dtype_rules::stochastic_rounding() && !src.is_conj() && !src.is_neg()) {
+    // NEURON_RT_STOCHASTIC_ROUNDING_EN=1: fp32 -> bf16 rounds stochastically, from the core's RNG.
+    at::Tensor s = as_host(src);
+    if (s.sizes() != dst.sizes()) s = s.expand(dst.sizes());
+    dtype_rules::stochastic_round_to_bf16(host_alias(dst), s, host_engine(default_generator(dst.device().index())));
     return dst;
   }
-  as_host(dst).copy_(as_host(src));
+  if (is_dense_copy(src, dst)) {
+    dense_copy(src, dst);
+  } else {
+    as_host(dst).copy_(as_host(src));
+  }
+  // Neuron's dtype rules hold from the moment a value reaches the device: int64 within int32,
+  // float64 stored as float32.
+  if (to_neuron && dtype_rules::result_has_rule(dst.scalar_type()))
+    dtype_rules::apply_to_result("aten::copy_ (to neuron)", host_alias(dst), false);
   return dst;
 }
 

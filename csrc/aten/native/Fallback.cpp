@@ -6,6 +6,9 @@
 // tensors: in-place and out= results are the caller's own tensors, views are
 // re-wrapped on the device storage they alias, fresh outputs are adopted.
 #include "aten/native/Fallback.h"
+#include "aten/native/NeuronDtypeRules.h"
+#include "aten/native/OpSignatures.h"
+#include "aten/native/UnsupportedLayouts.h"
 #include "core/Device.h"
 #include "core/Generator.h"
 #include "core/HostBridge.h"
@@ -29,6 +32,9 @@ struct OpInfo {
   std::vector<size_t> generator_args;     // Optional[Generator] arguments
   std::vector<size_t> mutable_args;       // arguments the op may write (in-place, out=)
   bool allows_host_tensors = false;       // CUDA accepts CPU index tensors for these
+  bool fp32_integer_datapath = false;     // Neuron computes its integer results in fp32
+  bool no_neuron_lowering = false;        // runs on CPU on Trainium (NEURON_FALLBACK_ENABLED=0 rejects it)
+  uint64_t name_hash = 0;                 // for op signatures
   std::atomic<int64_t> calls{0};
 };
 
@@ -40,7 +46,12 @@ std::unordered_map<std::string, OpInfo*>& registry() {
   return *m;
 }
 
-std::atomic<int> g_fp64_mode{0};  // 0 allow, 1 warn once, 2 error
+// Ops that have no Neuron lowering on Trainium (torch_neuronx/ops_report.py lists them).
+std::unordered_set<std::string>& ops_without_lowering() {
+  static auto* s = new std::unordered_set<std::string>();
+  return *s;
+}
+std::atomic<bool> g_fallback_enabled{true};  // NEURON_FALLBACK_ENABLED
 
 OpInfo* build_info(const c10::FunctionSchema& schema) {
   auto* info = new OpInfo();
@@ -57,6 +68,9 @@ OpInfo* build_info(const c10::FunctionSchema& schema) {
       "aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_",
       "aten::_unsafe_index", "aten::_unsafe_index_put"};
   info->allows_host_tensors = host_ok.count(schema.name()) > 0;
+  info->fp32_integer_datapath = dtype_rules::computes_integers_in_fp32(schema.name());
+  info->no_neuron_lowering = ops_without_lowering().count(schema.name()) > 0;
+  info->name_hash = op_signatures::hash_name(info->name);
   return info;
 }
 
@@ -160,36 +174,32 @@ struct Call {
   }
 };
 
-void check_fp64(const OpInfo& info, const at::Tensor& t) {
-  if (!t.defined() || t.scalar_type() != at::kDouble) return;
-  int mode = g_fp64_mode.load(std::memory_order_relaxed);
-  TORCH_CHECK(mode != 2, "float64 is not supported by NeuronCore compute engines (", info.name,
-              " got a float64 tensor) and TORCHNEURON_FP64=error is set. Cast to float32 "
-              "(tensor.float()) or bfloat16, or set TORCHNEURON_FP64=allow to run it on the host.");
-  if (mode == 1) {
-    TORCH_WARN_ONCE("float64 op ", info.name, " on neuron: NeuronCores have no fp64 compute engines; "
-                    "the emulator computes it on the host in full precision. Set TORCHNEURON_FP64=error "
-                    "to catch these, or cast to float32.");
-  }
+[[noreturn]] void reject_without_fallback(const OpInfo& info) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, info.name, " has no Neuron lowering: on Trainium it runs on the CPU, and "
+                              "NEURON_FALLBACK_ENABLED=0 forbids that. Move this computation to the CPU yourself "
+                              "(tensor.cpu()), replace the op, or unset NEURON_FALLBACK_ENABLED (default 1).");
 }
 
-// Pass 1: find the call's device and reject mixed devices as CUDA does.
+// Pass 1: find the call's device and reject mixed devices as CUDA does; hash the op signature.
 void find_device(Call& call, const torch::jit::Stack& stack, size_t begin, size_t nargs) {
+  op_signatures::Hasher signature(call.info->name_hash);
   for (size_t i = begin; i < begin + nargs; ++i) {
     const c10::IValue& v = stack[i];
     if (v.isTensor()) {
       call.see(v.toTensor());
+      signature.add(v.toTensor());
     } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList()) call.see(t);
+      for (const at::Tensor& t : v.toTensorList()) call.see(t), signature.add(t);
     } else if (v.isList()) {
       for (const c10::IValue& e : v.toListRef())
-        if (e.isTensor()) call.see(e.toTensor());
+        if (e.isTensor()) call.see(e.toTensor()), signature.add(e.toTensor());
     } else if (v.isDevice() && v.toDevice().type() == kNeuron && !call.device) {
       call.device = v.toDevice().has_index() ? v.toDevice().index() : current_device();
     }
   }
   if (call.device && call.first_host && !call.info->allows_host_tensors)
     call.mismatch(*call.first_neuron, *call.first_host);
+  if (call.device) op_signatures::record(call.info->name, signature);
 }
 
 // A list argument (e.g. Tensor?[] indices) with its neuron tensors swapped for host aliases.
@@ -208,21 +218,22 @@ c10::IValue list_to_host(Call& call, const c10::IValue& v) {
 // arguments the op may write, to carry resizes back.
 void arguments_to_host(Call& call, torch::jit::Stack& stack, size_t begin, size_t nargs) {
   const auto& mut = call.info->mutable_args;
-  bool fp64_check = g_fp64_mode.load(std::memory_order_relaxed) != 0;
+  const int fp64 = fp64_mode();
+  const bool fp64_check = fp64 == kFp64Warn || fp64 == kFp64Error;
   for (size_t i = 0; i < nargs; ++i) {
     c10::IValue& v = stack[begin + i];
     bool is_mut = std::find(mut.begin(), mut.end(), i) != mut.end();
     if (v.isTensor()) {
       const at::Tensor& t = v.toTensor();
       if (!is_neuron(t)) continue;
-      if (fp64_check) check_fp64(*call.info, t);
+      if (fp64_check) dtype_rules::check_fp64_input(call.info->name, t);
       at::Tensor h = call.to_host(t);
       if (is_mut) call.written.emplace_back(t, h);
       v = std::move(h);
     } else if (v.isTensorList()) {
       c10::List<at::Tensor> hosts;
       for (const at::Tensor& t : v.toTensorList()) {
-        if (fp64_check) check_fp64(*call.info, t);
+        if (fp64_check) dtype_rules::check_fp64_input(call.info->name, t);
         at::Tensor h = call.to_host(t);
         if (is_mut && is_neuron(t)) call.written.emplace_back(t, h);
         hosts.push_back(std::move(h));
@@ -248,19 +259,25 @@ void arguments_to_host(Call& call, torch::jit::Stack& stack, size_t begin, size_
 // Pass 3: the host kernel's results as neuron tensors.
 void results_to_device(Call& call, torch::jit::Stack& stack, size_t nret) {
   for (auto& [arg, alias] : call.written) call.write_back(arg, alias);
+  auto result = [&](const at::Tensor& h) {
+    if (!h.defined()) return h;
+    if (h.layout() != at::kStrided) reject_layout(call.info->name, h.layout());
+    if (dtype_rules::result_has_rule(h.scalar_type()))
+      dtype_rules::apply_to_result(call.info->name, h, call.info->fp32_integer_datapath);
+    return call.to_device_tensor(h);
+  };
   for (size_t i = stack.size() - nret; i < stack.size(); ++i) {
     c10::IValue& v = stack[i];
     if (v.isTensor()) {
-      v = call.to_device_tensor(v.toTensor());
+      v = result(v.toTensor());
     } else if (v.isTensorList()) {
       c10::List<at::Tensor> outs;
-      for (const at::Tensor& t : v.toTensorList()) outs.push_back(call.to_device_tensor(t));
+      for (const at::Tensor& t : v.toTensorList()) outs.push_back(result(t));
       v = std::move(outs);
     } else if (v.isList()) {
       auto list = v.toList();
       c10::impl::GenericList outs(list.elementType());
-      for (const c10::IValue& e : list)
-        outs.push_back(e.isTensor() ? c10::IValue(call.to_device_tensor(e.toTensor())) : e);
+      for (const c10::IValue& e : list) outs.push_back(e.isTensor() ? c10::IValue(result(e.toTensor())) : e);
       v = std::move(outs);
     }
   }
@@ -271,6 +288,8 @@ void results_to_device(Call& call, torch::jit::Stack& stack, size_t nret) {
 void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   Call call{op_info(op)};
   call.info->calls.fetch_add(1, std::memory_order_relaxed);
+  if (call.info->no_neuron_lowering && !g_fallback_enabled.load(std::memory_order_relaxed))
+    reject_without_fallback(*call.info);
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const size_t begin = stack->size() - nargs;
@@ -280,8 +299,17 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::St
   results_to_device(call, *stack, schema.returns().size());
 }
 
-void set_fp64_mode(int mode) { g_fp64_mode.store(mode); }
-int fp64_mode() { return g_fp64_mode.load(std::memory_order_relaxed); }
+void set_fallback_enabled(bool enabled) { g_fallback_enabled.store(enabled); }
+
+void set_ops_without_lowering(const std::vector<std::string>& names) {
+  std::lock_guard<std::mutex> g(g_ops_mu);
+  auto& set = ops_without_lowering();
+  set = std::unordered_set<std::string>(names.begin(), names.end());
+  for (auto& [k, v] : registry()) {
+    std::string base = v->name.substr(0, v->name.find('.'));
+    v->no_neuron_lowering = set.count(base) > 0;
+  }
+}
 
 std::vector<std::pair<std::string, int64_t>> fallback_counts() {
   std::lock_guard<std::mutex> g(g_ops_mu);

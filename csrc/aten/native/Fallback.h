@@ -5,6 +5,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
+#include "aten/native/NeuronDtypeRules.h"  // fp64_mode(), read by the host kernels
+
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -18,11 +20,12 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::ji
 // (aten/RegisterFallback.cpp); returns how many.
 int64_t route_ops_with_host_kernels_to_fallback();
 
-// 0: allow float64 silently, 1: warn once, 2: raise (TORCHNEURON_FP64).
-void set_fp64_mode(int mode);
-int fp64_mode();
+// NEURON_FALLBACK_ENABLED: 0 rejects ops without a Neuron lowering instead of running them on the CPU.
+void set_fallback_enabled(bool enabled);
+// The ATen ops ("aten::nonzero") without a Neuron lowering (torch_neuronx/ops_report.py).
+void set_ops_without_lowering(const std::vector<std::string>& names);
 
-// How many times each op ran through the host fallback (get_fallback_ops()).
+// How many times each op ran through the host fallback (get_emulator_op_counts()).
 std::vector<std::pair<std::string, int64_t>> fallback_counts();
 void reset_fallback_counts();
 

@@ -66,6 +66,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <type_traits>
+
 namespace neuron::host_kernels {
 
 inline at::Tensor device_empty(at::IntArrayRef sizes, at::IntArrayRef strides, const at::TensorOptions& options) {
@@ -128,12 +130,26 @@ struct InPlace final : OnHost<Kernel> {
 };
 
 // The CPU kernels need every operand in one dtype (see the top of the file);
-// float64 under TORCHNEURON_FP64=warn|error is the fallback's to police.
+// results with a Neuron dtype rule (float64, int64: aten/native/NeuronDtypeRules.h)
+// are the fallback's to police.
 inline bool one_dtype(const at::TensorIteratorBase& iter) {
   auto dtype = iter.dtype(0);
   for (int i = 1; i < iter.ntensors(); ++i)
     if (iter.dtype(i) != dtype) return false;
-  return dtype != at::kDouble || fp64_mode() == 0;
+  if (dtype == at::kDouble) return fp64_mode() == kFp64Exact;  // warn/error look at inputs too
+  return dtype != at::kLong || !dtype_rules::result_has_rule(dtype);
+}
+
+// Each call is one eager op signature on Trainium (aten/native/OpSignatures.h).
+template <class Op, class... Args>
+void record_signature(const Args&... args) {
+  static const std::string name = std::string(Op::name) + (Op::overload_name[0] ? "." : "") + Op::overload_name;
+  static const uint64_t name_hash = op_signatures::hash_name(name);
+  op_signatures::Hasher h(name_hash);
+  ([&] {
+    if constexpr (std::is_same_v<Args, at::Tensor>) h.add(args);
+  }(), ...);
+  op_signatures::record(name, h);
 }
 
 // A Python number (a CPU "wrapped number") in `like`'s dtype, when the CPU path
@@ -167,6 +183,7 @@ decltype(auto) boxed_fallback(Args&&... args) {
 
 template <class Kernel, class Op, class... Args>
 at::Tensor functional(const Args&... args) {
+  record_signature<Op>(args...);
   Functional<Kernel> k;
   k.meta(args...);
   if (!one_dtype(k)) return boxed_fallback<Op>(args...);
@@ -177,6 +194,7 @@ at::Tensor functional(const Args&... args) {
 
 template <class Kernel, class Op, class... Rest>
 at::Tensor& inplace(at::Tensor& self, const Rest&... rest) {
+  record_signature<Op>(self, rest...);
   InPlace<Kernel> k(self);
   k.meta(self, rest...);
   if (!one_dtype(k)) return boxed_fallback<Op>(self, rest...);
@@ -189,6 +207,7 @@ template <class Kernel, class Op, class... Rest>
 at::Tensor binary(const at::Tensor& self, const at::Tensor& other, const Rest&... rest) {
   at::Tensor number = number_as(other, self);
   if (number.defined()) {
+    record_signature<Op>(self, other, rest...);
     Functional<Kernel> k;
     k.meta(self, number, rest...);
     if (one_dtype(k)) {
@@ -205,6 +224,7 @@ template <class Kernel, class Op, class... Rest>
 at::Tensor& binary_(at::Tensor& self, const at::Tensor& other, const Rest&... rest) {
   at::Tensor number = number_as(other, self);
   if (number.defined()) {
+    record_signature<Op>(self, other, rest...);
     InPlace<Kernel> k(self);
     k.meta(self, number, rest...);
     if (one_dtype(k)) {

@@ -1,0 +1,51 @@
+// Eager op signatures: on Trainium each eager op is compiled once per signature
+// (op, input shapes, dtypes) and cached, so a loop whose shapes keep changing
+// compiles again at every step. This counts the distinct signatures an eager run
+// would compile and warns once when successive steps keep adding new ones.
+//
+// A step ends at each optimizer step (torch_neuronx/ops_report.py registers the
+// hook); until the first optimizer step, every kOpsPerWindow ops (inference).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace neuron::op_signatures {
+
+constexpr int64_t kOpsPerWindow = 1000;
+// Steps whose new signatures are expected (first compiles, optimizer state) before the rule watches.
+constexpr int64_t kWarmupSteps = 2;
+// Consecutive steps adding new signatures that trigger the warning.
+constexpr int64_t kGrowingSteps = 3;
+
+struct Hasher {
+  uint64_t h;
+  explicit Hasher(uint64_t op_hash) : h(op_hash) {}
+  void mix(uint64_t v) { h = (h ^ v) * 0x100000001b3ULL; }
+  void add(const at::Tensor& t) {
+    if (!t.defined()) {
+      mix(0x9e37);
+      return;
+    }
+    mix(static_cast<uint64_t>(t.scalar_type()) + 1);
+    for (int64_t s : t.sizes()) mix(static_cast<uint64_t>(s) + 0x51);
+    mix(0xd1);
+  }
+};
+
+uint64_t hash_name(const std::string& op);
+// Records one op call; the string must outlive the call (op names are stored once per op).
+void record(const std::string& op, const Hasher& signature);
+// The end of a step (optimizer step); windows of kOpsPerWindow ops stop once this is called.
+void end_step();
+
+std::vector<std::pair<std::string, int64_t>> counts();  // distinct signatures per op
+std::vector<std::pair<std::string, int64_t>> calls();   // calls per op (every op a NeuronCore would run)
+void reset();
+
+} // namespace neuron::op_signatures

@@ -1,0 +1,288 @@
+"""Neuron's documented dtype and op rules (docs/fidelity.md, ../shared/trainium-facts.md), one test per
+rule: what is wrong or unsupported on Trainium fails here first, at the op, with the fix."""
+
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+import torch_neuronx
+from torch_neuronx import dtypes
+
+DEV = "neuron"
+INT32_MAX = 2**31 - 1
+
+
+@pytest.fixture
+def int64_mode():
+    yield dtypes.set_int64_mode
+    dtypes.set_int64_mode(dtypes.DEFAULT_INT64)
+
+
+@pytest.fixture
+def fp64_mode():
+    yield dtypes.set_fp64_mode
+    dtypes.set_fp64_mode(dtypes.DEFAULT_FP64)
+
+
+# --- int64: Neuron stores int64 as int32 ------------------------------------------------------------
+
+def test_int64_result_outside_int32_raises_at_the_op():
+    with pytest.raises(RuntimeError, match=r"aten::random_.*int64 result.*int32.*TORCHNEURON_INT64=exact"):
+        torch.randint(0, 2**40, (64,), device=DEV)
+    x = torch.full((4,), 2**20, dtype=torch.int64, device=DEV)
+    with pytest.raises(RuntimeError, match=r"aten::mul.*1099511627776"):
+        x * 2**20  # the hot elementwise kernels apply the rule too
+    with pytest.raises(RuntimeError, match=r"to neuron.*int32"):
+        torch.tensor([2**33]).to(DEV)
+
+
+def test_int64_in_int32_range_is_exact_and_silent():
+    ids = torch.randint(0, 50_000, (4, 128))
+    mask = torch.ones(4, 128, dtype=torch.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        d_ids, d_mask = ids.to(DEV), mask.to(DEV)
+        pos = d_mask.cumsum(-1) - 1
+        assert torch.equal(pos.cpu(), mask.cumsum(-1) - 1)
+        assert torch.equal((d_ids * 3 + pos).cpu(), ids * 3 + mask.cumsum(-1) - 1)
+        assert torch.equal(torch.arange(INT32_MAX - 3, INT32_MAX + 1, device=DEV).cpu(),
+                           torch.arange(INT32_MAX - 3, INT32_MAX + 1))
+
+
+@pytest.mark.parametrize("case", ["mm", "sum", "cumsum", "scatter_add", "index_add"])
+def test_integer_fp32_datapath_result_beyond_2_24_raises(case):
+    big = 2**13  # 2^13 * 2^12 = 2^25 > 2^24
+    ops = {
+        "mm": lambda d: torch.full((2, 2**12), big, dtype=torch.int32, device=d) @
+                        torch.ones(2**12, 2, dtype=torch.int32, device=d),
+        "sum": lambda d: torch.full((2**12,), big, dtype=torch.int64, device=d).sum(),
+        "cumsum": lambda d: torch.full((2**12,), big, dtype=torch.int64, device=d).cumsum(0),
+        "scatter_add": lambda d: torch.zeros(1, dtype=torch.int64, device=d).scatter_add(
+            0, torch.zeros(2**12, dtype=torch.int64, device=d), torch.full((2**12,), big, dtype=torch.int64, device=d)),
+        "index_add": lambda d: torch.zeros(1, dtype=torch.int64, device=d).index_add(
+            0, torch.zeros(2**12, dtype=torch.int64, device=d), torch.full((2**12,), big, dtype=torch.int64, device=d)),
+    }
+    with pytest.raises(RuntimeError, match=rf"aten::{case}.*{2**25}.*2\^24"):
+        ops[case](DEV)
+
+
+def test_integer_fp32_datapath_within_2_24_is_exact():
+    a = torch.randint(-100, 100, (8, 16), dtype=torch.int32)
+    b = torch.randint(-100, 100, (16, 4), dtype=torch.int32)
+    assert torch.equal((a.to(DEV) @ b.to(DEV)).cpu(), a @ b)
+    assert torch.equal(a.to(DEV).sum().cpu(), a.sum())
+
+
+def test_int64_switch_exact_and_warn(int64_mode):
+    int64_mode("exact")
+    assert torch.full((3,), 2**40, device=DEV).sum().item() == 3 * 2**40
+    int64_mode("warn")
+    with pytest.warns(UserWarning, match="aten::sum.*2\\^24"):
+        s = torch.full((3,), 2**40, device=DEV).sum()
+    assert s.item() == 3 * 2**40  # warn keeps host values
+    with pytest.raises(ValueError, match="int64 mode"):
+        int64_mode("sometimes")
+
+
+def test_integer_all_reduce_beyond_2_24_raises_in_c10d(tmp_path):
+    import torch.distributed as dist
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("neuron", store=store, rank=0, world_size=1)
+    try:
+        ok = torch.full((4,), 1000, dtype=torch.int64, device=DEV)
+        dist.all_reduce(ok)
+        assert ok.cpu().tolist() == [1000] * 4
+        big = torch.full((4,), 2**25, dtype=torch.int64, device=DEV)
+        with pytest.raises(Exception, match=r"all_reduce.*2\^24"):
+            dist.all_reduce(big)
+    finally:
+        dist.destroy_process_group()
+
+
+# --- float64: Neuron stores float64 as float32 -------------------------------------------------------
+
+def test_fp64_default_rounds_to_float32_precision():
+    third = torch.tensor([1 / 3], dtype=torch.float64)
+    d = third.to(DEV)
+    assert d.dtype == torch.float64
+    assert d.cpu().item() == third.float().double().item() != 1 / 3
+    r = torch.ones(1, dtype=torch.float64, device=DEV) / 3  # computed results too
+    assert r.cpu().item() == third.float().double().item()
+
+
+def test_fp64_switches(fp64_mode):
+    fp64_mode("exact")
+    assert (torch.ones(1, dtype=torch.float64, device=DEV) / 3).cpu().item() == 1 / 3
+    fp64_mode("error")
+    with pytest.raises(RuntimeError, match="float64 is not supported by NeuronCores"):
+        torch.ones(1, dtype=torch.float64, device=DEV).exp()
+    with pytest.warns(DeprecationWarning, match="'allow' is deprecated"):
+        fp64_mode("allow")
+    assert (torch.ones(1, dtype=torch.float64, device=DEV) / 3).cpu().item() == 1 / 3
+
+
+# --- bf16 stochastic rounding (NEURON_RT_STOCHASTIC_ROUNDING_EN) -------------------------------------
+
+@pytest.fixture
+def stochastic_rounding():
+    dtypes.set_stochastic_rounding(True)
+    yield
+    dtypes.set_stochastic_rounding(False)
+
+
+def _fractions(x: torch.Tensor, lower: float, spacing: float) -> torch.Tensor:
+    return (x.to(torch.bfloat16).cpu().float() - lower) / spacing
+
+
+def test_stochastic_rounding_mean_is_the_fraction(stochastic_rounding):
+    spacing = 2.0**-7  # bf16 spacing in [1, 2)
+    for frac in (0.25, 0.5, 0.9):
+        for sign in (1, -1):
+            x = torch.full((200_000,), sign * (1 + frac * spacing), device=DEV)
+            steps = _fractions(x, sign * 1.0, sign * spacing)
+            assert set(steps.unique().tolist()) <= {0.0, 1.0}  # only the two neighbours
+            assert abs(steps.mean().item() - frac) < 0.01
+    exact = torch.tensor([1.0, -2.5, float("inf"), 0.0], device=DEV)
+    assert torch.equal(exact.to(torch.bfloat16).cpu(), exact.cpu().to(torch.bfloat16))
+    assert torch.isnan(torch.tensor([float("nan")], device=DEV).to(torch.bfloat16).cpu()).all()
+
+
+def test_stochastic_rounding_is_reproducible_from_the_seed(stochastic_rounding):
+    x = torch.full((10_000,), 1 + 0.5 * 2.0**-7, device=DEV)
+    torch.manual_seed(7)
+    a = x.to(torch.bfloat16).cpu()
+    torch.neuron.manual_seed(7)
+    b = x.to(torch.bfloat16).cpu()
+    torch.manual_seed(8)
+    c = x.to(torch.bfloat16).cpu()
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    with torch.autocast(DEV, dtype=torch.bfloat16):  # autocast's casts of fp32 weights round the same way
+        w = torch.full((64, 64), 1 + 0.5 * 2.0**-7, device=DEV)
+        y = torch.ones(1, 64, device=DEV) @ w
+    assert y.dtype == torch.bfloat16 and not torch.all(y == y[0, 0])
+
+
+def test_round_to_nearest_without_stochastic_rounding():
+    x = torch.full((1000,), 1 + 0.25 * 2.0**-7, device=DEV)
+    assert torch.equal(x.to(torch.bfloat16).cpu(), x.cpu().to(torch.bfloat16))
+
+
+# --- names users type ------------------------------------------------------------------------------
+
+def test_amp_supported_dtypes_and_op_tracking_names():
+    assert torch.neuron.get_amp_supported_dtype() == [torch.float32, torch.float16, torch.bfloat16]
+    torch.ones(2, device=DEV).exp()
+    assert torch_neuronx.get_executed_ops()
+    torch_neuronx.clear_op_tracking()
+    assert not torch_neuronx.get_executed_ops() and not torch_neuronx.get_op_signature_counts()
+    with pytest.warns(DeprecationWarning, match="clear_op_tracking"):
+        torch_neuronx.reset_op_counts()
+
+
+# --- what runs on CPU on Trainium --------------------------------------------------------------------
+
+def test_get_fallback_ops_reports_what_trainium_runs_on_cpu():
+    torch_neuronx.clear_op_tracking()
+    x = torch.randn(8, 8, device=DEV)
+    y = (x @ x + x).relu()
+    torch.linalg.qr(x)
+    (y > 0).nonzero()
+    fallback, executed = torch_neuronx.get_fallback_ops(), torch_neuronx.get_executed_ops()
+    assert "aten::linalg_qr" in fallback and "aten::nonzero" in fallback
+    assert not {"aten::mm", "aten::add.Tensor", "aten::relu"} & set(fallback)
+    assert {"aten::mm", "aten::add.Tensor", "aten::relu"} <= set(executed)
+    assert "aten::mm" in torch_neuronx.get_emulator_op_counts()  # the emulator's own path, kept apart
+
+
+def test_fallback_disabled_rejects_ops_without_lowering():
+    torch_neuronx._C._set_fallback_enabled(False)
+    try:
+        x = torch.randn(8, 8, device=DEV)
+        with pytest.raises(NotImplementedError, match=r"aten::nonzero has no Neuron lowering.*NEURON_FALLBACK_ENABLED"):
+            x.nonzero()
+        torch.linalg.qr(x)  # registered to the CPU on purpose: still runs
+    finally:
+        torch_neuronx._C._set_fallback_enabled(True)
+
+
+# --- layouts Neuron does not support -----------------------------------------------------------------
+
+def test_sparse_and_other_layouts_raise_naming_layout_op_and_fix():
+    x = torch.eye(4, device=DEV)
+    with pytest.raises(NotImplementedError, match=r"sparse_coo layout is not supported on neuron \(aten::_to_sparse.*dense.*cpu\(\)"):
+        x.to_sparse()
+    with pytest.raises(NotImplementedError, match=r"sparse_csr.*not supported on neuron"):
+        x.to_sparse_csr()
+    with pytest.raises(NotImplementedError, match=r"sparse.*not supported on neuron"):
+        torch.sparse_coo_tensor(torch.tensor([[0], [1]]), torch.tensor([1.0]), (2, 2), device=DEV)
+    csr = torch.eye(4).to_sparse_csr().to(DEV)  # moving builds the tensor; its first op raises
+    with pytest.raises(NotImplementedError, match=r"sparse compressed.*not supported on neuron \(aten::sparse_sampled_addmm"):
+        torch.sparse.sampled_addmm(csr, torch.randn(4, 4, device=DEV), torch.randn(4, 4, device=DEV))
+
+
+# --- eager op signatures -----------------------------------------------------------------------------
+
+def _train(lengths):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)).to(DEV)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for n in lengths:
+        loss = model(torch.randn(n, 16, device=DEV)).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def test_op_signatures_counted_and_growing_shapes_warn_once():
+    torch_neuronx.clear_op_tracking()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _train([8] * 10)  # fixed shapes: compiled once, no warning
+    fixed = torch_neuronx.get_op_signature_counts()
+    assert fixed["aten::addmm"] >= 1
+    torch_neuronx.clear_op_tracking()
+    with pytest.warns(UserWarning, match=r"new input shapes.*aten::.*static.*pad") as record:
+        _train(range(8, 20))  # a new batch size every step
+    assert sum("new input shapes" in str(w.message) for w in record) == 1  # once
+    assert torch_neuronx.get_op_signature_counts()["aten::addmm"] >= 12
+
+
+# --- the switches, read from the environment at start-up ---------------------------------------------
+
+def test_environment_switches():
+    code = """
+import warnings, torch, torch_neuronx
+assert (torch.ones(1, dtype=torch.float64, device="neuron") / 3).item() == 1 / 3      # TORCHNEURON_FP64=exact
+assert torch.full((2,), 2**40, device="neuron").sum().item() == 2**41              # TORCHNEURON_INT64=exact
+x = torch.full((100_000,), 1 + 0.5 * 2.0**-7, device="neuron").to(torch.bfloat16).cpu().float()
+assert abs((x - 1).mean().item() / 2.0**-7 - 0.5) < 0.02                          # stochastic rounding on
+try:
+    torch.ones(3, device="neuron").nonzero()
+    raise SystemExit("nonzero ran with NEURON_FALLBACK_ENABLED=0")
+except NotImplementedError as e:
+    assert "aten::nonzero" in str(e)
+print("ok")
+"""
+    env = dict(os.environ, TORCHNEURON_FP64="exact", TORCHNEURON_INT64="exact", NEURON_RT_STOCHASTIC_ROUNDING_EN="1",
+               NEURON_FALLBACK_ENABLED="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-3000:]
+
+
+def test_compile_failure_raises_unless_fallback_execution_enabled(monkeypatch):
+    def f(x):
+        return x * 2 + 1
+    x = torch.randn(4, device=DEV)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="not_a_config_option"):
+        torch.compile(f, backend="neuron", options={"not_a_config_option": 1})(x)
+    torch._dynamo.reset()
+    monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "0")
+    with pytest.warns(UserWarning, match="running this graph eagerly"):
+        y = torch.compile(f, backend="neuron", options={"not_a_config_option": 1})(x)
+    assert torch.equal(y.cpu(), f(x.cpu()))
+    torch._dynamo.reset()
