@@ -32,6 +32,7 @@
 
 #include "aten/native/Fallback.h"
 #include "aten/native/Native.h"
+#include "aten/native/OpSignatures.h"
 #include "core/Allocator.h"
 #include "core/Device.h"
 #include "core/HostBridge.h"
