@@ -53,6 +53,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_of_ptr", [](uintptr_t p) { return neuron::rt::device_of(reinterpret_cast<const void*>(p)); });
   m.def("_set_fp64_mode", &neuron::set_fp64_mode);
   m.def("_set_int64_mode", &neuron::dtype_rules::set_int64_mode);
+  m.def("_set_in_compiled_graph", &neuron::dtype_rules::set_in_compiled_graph);
   m.def("_set_stochastic_rounding", &neuron::dtype_rules::set_stochastic_rounding);
   m.def("_set_fallback_enabled", &neuron::set_fallback_enabled);
   m.def("_set_ops_without_lowering", &neuron::set_ops_without_lowering);

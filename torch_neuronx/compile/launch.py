@@ -40,6 +40,7 @@ from torch._inductor.output_code import OutputCode
 
 from .errors import NeuronCompileError
 from .host_graph import HostGraphPlan
+from .. import _C
 
 # The global of Inductor's Python wrapper that its code allocates buffers with (torch 2.13), and the
 # line of the wrapper's header that binds it.
@@ -147,11 +148,17 @@ class NeuronGraph(OutputCode):
         for i in plan.inputs_to_device:
             if isinstance(args[i], torch.Tensor) and args[i].device.type == "cpu":
                 args[i] = args[i].to(torch.device("neuron", plan.device_index))
-        if torch.neuron.current_device() != plan.device_index:
-            with torch.neuron.device(plan.device_index):
+        # Neuron's eager dtype rules (int64 range, float64 rounding) stay out of the compiled graph:
+        # Inductor's code calls ATen ops of its own (dropout seeds over the whole int64 range).
+        in_graph = _C._set_in_compiled_graph(True)
+        try:
+            if torch.neuron.current_device() != plan.device_index:
+                with torch.neuron.device(plan.device_index):
+                    outputs = self._call(args)
+            else:
                 outputs = self._call(args)
-        else:
-            outputs = self._call(args)
+        finally:
+            _C._set_in_compiled_graph(in_graph)
         return self._place_outputs(list(outputs))
 
     def _place_outputs(self, outputs: list[Any]) -> list[Any]:

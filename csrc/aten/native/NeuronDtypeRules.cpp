@@ -16,6 +16,13 @@ namespace dtype_rules {
 
 std::atomic<int> g_int64_mode{kIntError};
 std::atomic<int> g_fp64_mode{kFp64AsFloat32};
+thread_local bool t_in_compiled_graph = false;
+
+bool set_in_compiled_graph(bool in_graph) {
+  bool previous = t_in_compiled_graph;
+  t_in_compiled_graph = in_graph;
+  return previous;
+}
 namespace {
 std::atomic<bool> g_stochastic_rounding{false};
 

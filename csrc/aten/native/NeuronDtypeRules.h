@@ -38,13 +38,23 @@ constexpr int64_t kFp32ExactInt = int64_t{1} << 24;
 // their name without overload ("aten::mm").
 bool computes_integers_in_fp32(const std::string& op_name);
 
+// The rules are eager-mode rules: a compiled graph (torch.compile) runs without them. On Trainium
+// neuronx-cc lowers the whole graph; here Inductor's code calls ATen ops that are artifacts of our
+// compiler (e.g. its dropout seeds, a randint over the whole int64 range), not the user's ops.
+// Set by torch_neuronx/compile/launch.py around each compiled graph, on the calling thread.
+extern thread_local bool t_in_compiled_graph;
+
 // True when a result of this dtype has a rule to apply (one relaxed load, no work for float ops).
 inline bool result_has_rule(c10::ScalarType dtype) {
-  if (dtype == c10::kDouble) return g_fp64_mode.load(std::memory_order_relaxed) == kFp64AsFloat32;
+  if (dtype == c10::kDouble)
+    return g_fp64_mode.load(std::memory_order_relaxed) == kFp64AsFloat32 && !t_in_compiled_graph;
   if (dtype == c10::kLong || dtype == c10::kInt)
-    return g_int64_mode.load(std::memory_order_relaxed) != kIntExact;
+    return g_int64_mode.load(std::memory_order_relaxed) != kIntExact && !t_in_compiled_graph;
   return false;
 }
+
+// Marks the calling thread as running a compiled graph (or not); returns the previous state.
+bool set_in_compiled_graph(bool in_graph);
 
 // Applies the rules to one result of `op` (a host tensor over the result's memory):
 // int64 outside int32 and fp32-datapath integers beyond 2^24 raise (or warn);
