@@ -188,6 +188,62 @@ def test_a_core_is_exclusive_to_the_process_that_first_used_it(tmp_path):
     assert r.stdout.splitlines()[0] == "got core 0", r.stdout + r.stderr
 
 
+NUM_CORES = r"""
+import torch
+from torch_neuronx.runtime import TopologyError
+try:
+    torch.ones(1, device="neuron:0")                              # first device use raises a bad topology
+    cores = [torch.neuron.get_device_properties(i).core_id for i in range(torch.neuron.device_count())]
+    for i in range(len(cores)):
+        torch.ones(1, device=f"neuron:{i}")                       # each core is usable: none is held
+    print("cores", cores)
+except (RuntimeError, TopologyError) as e:
+    print("refused:", str(e).replace("\n", " "))
+"""
+
+
+@pytest.mark.slow
+def test_num_cores_reserves_free_cores(tmp_path):
+    # Runtime configuration guide: a reserved core cannot be used by another process; NEURON_RT_NUM_CORES=N
+    # asks the runtime for N cores, which it takes among the free ones.
+    import os
+    import signal
+    env = {**os.environ, "TORCHNEURON_CORE_REGISTRY": str(tmp_path / "cores")}
+    holder, pid = _start_holder(env)                                 # holds core 0
+    try:
+        r = run_python(NUM_CORES, env={**env, "NEURON_RT_NUM_CORES": "2"})
+        assert r.stdout.strip() == "cores [1, 2]", r.stdout + r.stderr
+        r = run_python(NUM_CORES, env={**env, "NEURON_RT_NUM_CORES": "64"})   # all 64 cores: one is held
+        assert r.stdout.startswith("refused: NEURON_RT_NUM_CORES=64") and f"process {pid}" in r.stdout, \
+            r.stdout + r.stderr
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    r = run_python(NUM_CORES, env={**env, "NEURON_RT_NUM_CORES": "2"})        # the killed holder's core is free
+    assert r.stdout.strip() == "cores [0, 1]", r.stdout + r.stderr
+
+
+def test_boolean_runtime_variables_take_0_1_false_true():
+    # Neuron runtime environment-variable reference: "Boolean variables accept 0, 1, false, or true,
+    # case-insensitively"; anything else is an error at first device use, not a silent default.
+    for raw, on in (("1", True), ("TRUE", True), ("0", False), ("false", False), ("", False)):
+        assert discover({"NEURON_RT_STOCHASTIC_ROUNDING_EN": raw}).stochastic_rounding is on
+    with pytest.raises(TopologyError, match="NEURON_RT_STOCHASTIC_ROUNDING_EN='2'.*0 or 1"):
+        discover({"NEURON_RT_STOCHASTIC_ROUNDING_EN": "2"})
+    r = run_python("import torch\ntry:\n    torch.ones(1, device='neuron')\nexcept RuntimeError as e:\n    print(e)",
+                   env={"NEURON_RT_STOCHASTIC_ROUNDING_EN": "yes"})
+    assert "NEURON_RT_STOCHASTIC_ROUNDING_EN='yes'" in r.stdout, r.stdout + r.stderr
+
+
+def test_integer_variables_name_the_variable_with_the_callers_error(monkeypatch):
+    from torch_neuronx.distributed.device_binding import RankBindingError, rank_device
+    with pytest.raises(TopologyError, match="NEURON_RT_NUM_CORES='two' is not a whole number"):
+        discover({"NEURON_RT_NUM_CORES": "two"})
+    monkeypatch.setenv("LOCAL_RANK", "first")
+    with pytest.raises(RankBindingError, match="LOCAL_RANK='first' is not a whole number; it is set by the launcher"):
+        rank_device(strict=True)
+
+
 def test_core_registry_must_be_private(tmp_path):
     import os
     shared = tmp_path / "shared"

@@ -33,11 +33,12 @@ def test_logical_core_config_on_trn2_and_trn3():
         discover({"TORCHNEURON_INSTANCE": "trn1.2xlarge", "NEURON_LOGICAL_NC_CONFIG": "2"})
 
 
-def test_visible_cores_and_num_cores():
+def test_visible_cores_and_num_cores(tmp_path):
     t = discover({"NEURON_RT_VISIBLE_CORES": "4-7"})
     assert t.visible == (4, 5, 6, 7) and t.device_count == 4
     assert t.label(3) == "neuron:3 (NeuronCore 7 of trn2.48xlarge)"
-    assert discover({"NEURON_RT_NUM_CORES": "3"}).visible == (0, 1, 2)
+    # N free cores: an empty ownership registry holds none (tests/test_fidelity_runtime.py: held cores)
+    assert discover({"NEURON_RT_NUM_CORES": "3", "TORCHNEURON_CORE_REGISTRY": str(tmp_path)}).visible == (0, 1, 2)
 
 
 @pytest.mark.parametrize("env,match", [

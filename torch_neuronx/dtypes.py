@@ -26,6 +26,8 @@ NEURON_RT_STOCHASTIC_ROUNDING_EN
     0 (default)  fp32 -> bf16 conversions on the device round to nearest even
     1            they round stochastically, with bits from the core's RNG (torch.manual_seed /
                  torch.neuron.manual_seed make it reproducible)
+    A runtime variable: runtime/topology.py validates it with the others (another value is a
+    TopologyError at first device use) and the runtime applies it when it starts.
 
 The defaults are the ones that make a job that would be wrong on Trainium fail
 here first. The checks only look at integer and float64 results, so float
@@ -62,7 +64,7 @@ def set_int64_mode(mode: str) -> None:
 
 
 def set_stochastic_rounding(enabled: bool) -> None:
-    """What NEURON_RT_STOCHASTIC_ROUNDING_EN=1 turns on at start-up."""
+    """What NEURON_RT_STOCHASTIC_ROUNDING_EN=1 turns on when the runtime starts (runtime/emulator.py)."""
     _C._set_stochastic_rounding(bool(enabled))
 
 
@@ -88,11 +90,8 @@ def _env_choice(name: str, modes: dict, default: str) -> str:
 def _from_env() -> None:
     set_fp64_mode(_env_choice("TORCHNEURON_FP64", _FP64_MODES, DEFAULT_FP64))
     set_int64_mode(_env_choice("TORCHNEURON_INT64", _INT64_MODES, DEFAULT_INT64))
-    rounding = os.environ.get("NEURON_RT_STOCHASTIC_ROUNDING_EN", "0").strip()
-    if rounding not in ("0", "1", ""):
-        warnings.warn(f"NEURON_RT_STOCHASTIC_ROUNDING_EN={rounding!r} is not 0 or 1; using 0")
-        rounding = "0"
-    set_stochastic_rounding(rounding == "1")
+    # NEURON_RT_STOCHASTIC_ROUNDING_EN is a runtime variable: runtime/topology.py parses and validates
+    # it with the others, and the runtime applies it through set_stochastic_rounding().
 
 
 _from_env()

@@ -23,19 +23,15 @@ import os
 
 import torch
 
+from ..runtime.topology import env_int
+
 
 class RankBindingError(RuntimeError):
     """A rank cannot have a NeuronCore of its own (more ranks on this host than cores, or several cores)."""
 
 
-def _env_int(name: str) -> int | None:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise RankBindingError(f"{name}={raw!r} is not a whole number; it is set by the launcher (torchrun)") from None
+def _launcher_int(name: str) -> int | None:
+    return env_int(os.environ, name, RankBindingError, "; it is set by the launcher (torchrun)")
 
 
 def rank_device(strict: bool, topology=None) -> int | None:
@@ -46,8 +42,8 @@ def rank_device(strict: bool, topology=None) -> int | None:
     `topology` defaults to this process's (torch_neuronx.runtime.topology()).
     """
     try:
-        local_rank = _env_int("LOCAL_RANK")
-        local_world = _env_int("LOCAL_WORLD_SIZE")
+        local_rank = _launcher_int("LOCAL_RANK")
+        local_world = _launcher_int("LOCAL_WORLD_SIZE")
     except RankBindingError:
         if strict:
             raise

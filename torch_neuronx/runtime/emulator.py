@@ -15,6 +15,8 @@ def configure(topo: Topology) -> None:
     _core()._configure([topo.hbm_per_core] * n, [topo.label(i) for i in range(n)],
                        [topo.bank_of(i) for i in range(n)], [topo.attached(i) for i in range(n)],
                        detached_reason(topo), topo.first_index)
+    from ..dtypes import set_stochastic_rounding
+    set_stochastic_rounding(topo.stochastic_rounding)
 
 
 def detached_reason(topo: Topology) -> str:

@@ -20,7 +20,7 @@ Environment, as the Neuron runtime reads it:
   NEURON_LOGICAL_NC_CONFIG    1 or 2 on Trainium2/Trainium3 (default 2); 1 elsewhere
   NEURON_RT_VISIBLE_CORES     the cores this process may use: one core ("3") or one contiguous,
                               increasing range ("0-3"); wins over NEURON_RT_NUM_CORES
-  NEURON_RT_NUM_CORES         take N cores (0: all, the default)
+  NEURON_RT_NUM_CORES         take N consecutive cores no other process holds (0: all, the default)
   NEURON_RT_STOCHASTIC_ROUNDING_EN  0/1: fp32 -> bf16 rounding (applied by the kernels, see dtypes)
   NEURON_CC_FLAGS             compiler flags; a `--lnc N` in them must equal the runtime's LNC
   TORCHNEURON_HBM_PER_CORE    shrink each bank's budget ("512MiB", "2GiB"), e.g. to rehearse
@@ -194,14 +194,20 @@ def parse_core_list(spec: str, total: int, var: str = "NEURON_RT_VISIBLE_CORES")
     return tuple(range(lo, hi + 1))
 
 
-def _env_int(env: Mapping[str, str], name: str) -> int | None:
+def env_int(env: Mapping[str, str], name: str, error: type[Exception] = TopologyError, hint: str = "") -> int | None:
+    """The whole number in env[name], None when unset or empty; else `error` naming the variable.
+
+    The one parser of integer environment variables (the runtime's and the launcher's); the caller
+    chooses the error type its users catch (TopologyError here, RankBindingError for a rank's binding)
+    and may add a hint about who sets the variable.
+    """
     raw = env.get(name, "").strip()
     if not raw:
         return None
     try:
         return int(raw)
     except ValueError:
-        raise TopologyError(f"{name}={raw!r} is not a whole number") from None
+        raise error(f"{name}={raw!r} is not a whole number{hint}") from None
 
 
 def launch_binding(env: Mapping[str, str]) -> tuple[int, int] | None:
@@ -212,11 +218,11 @@ def launch_binding(env: Mapping[str, str]) -> tuple[int, int] | None:
     (NEURON_RT_VISIBLE_CORES=LOCAL_RANK unless the user set it), seen as device neuron:LOCAL_RANK:
     the index Transformers, Accelerate and DeviceMesh bind a rank to.
     """
-    local_rank = _env_int(env, "LOCAL_RANK")
-    world = _env_int(env, "WORLD_SIZE")
+    local_rank = env_int(env, "LOCAL_RANK")
+    world = env_int(env, "WORLD_SIZE")
     if local_rank is None or world is None or world <= 1:
         return None
-    local_world = _env_int(env, "LOCAL_WORLD_SIZE")
+    local_world = env_int(env, "LOCAL_WORLD_SIZE")
     return local_rank, max(local_world or 0, local_rank + 1)
 
 
@@ -262,12 +268,44 @@ def compiler_lnc(flags: str) -> int | None:
 
 
 def _flag(env: Mapping[str, str], name: str) -> bool:
-    raw = env.get(name, "").strip()
-    if raw in ("", "0"):
+    """A boolean runtime variable: 0, 1, false or true, case-insensitively (the runtime's reference)."""
+    raw = env.get(name, "").strip().lower()
+    if raw in ("", "0", "false"):
         return False
-    if raw == "1":
+    if raw in ("1", "true"):
         return True
-    raise TopologyError(f"{name}={raw!r}: must be 0 or 1")
+    raise TopologyError(f"{name}={env.get(name)!r}: must be 0 or 1 (or false / true)")
+
+
+def _free_cores(inst: InstanceType, lnc: int, n: int, env: Mapping[str, str]) -> tuple[int, ...]:
+    """NEURON_RT_NUM_CORES=n: the first n consecutive cores no other process holds.
+
+    The Neuron runtime reserves n *free* cores for the process (cores are exclusive per process;
+    runtime/ownership.py keeps that rule here), in consecutive groups as its NEURON_RT_NUM_CORES guides
+    describe. We take the lowest such group. A core at this LNC is free when none of its physical cores
+    is held, whatever LNC the holder runs. The cores are taken at the process's first allocation on each,
+    so two processes started at the same instant may pick the same group; the second then fails there
+    with the holder named, as it would if it had asked for those cores by NEURON_RT_VISIBLE_CORES.
+    """
+    from .ownership import held_cores
+    holders = held_cores(inst.name, env)
+    held = {p for h in holders for p in h.physical_cores}
+    total = inst.cores(lnc)
+    run: list[int] = []
+    for core in range(total):
+        if held.isdisjoint(range(core * lnc, core * lnc + lnc)):
+            run.append(core)
+            if len(run) == n:
+                return tuple(run)
+        else:
+            run = []
+    busy = ", ".join(f"core {h.core} (LNC={h.lnc}) by process {h.pid}" + (f" ({h.command})" if h.command else "")
+                     for h in holders)
+    raise TopologyError(
+        f"NEURON_RT_NUM_CORES={n}: {inst.name} has no {n} consecutive free NeuronCores at LNC={lnc} "
+        f"(held: {busy}). Cores are exclusive per process: stop the holder (a finished or killed process frees "
+        f"its cores), ask for fewer, or choose free cores with NEURON_RT_VISIBLE_CORES. `torchneuron ls` shows "
+        f"the holders.")
 
 
 def discover(env: Mapping[str, str] | None = None) -> Topology:
@@ -301,11 +339,11 @@ def discover(env: Mapping[str, str] | None = None) -> Topology:
         visible = parse_core_list(vis, total)
         source = f"NEURON_RT_VISIBLE_CORES={vis}"
     else:
-        n = _env_int(env, "NEURON_RT_NUM_CORES") or 0
+        n = env_int(env, "NEURON_RT_NUM_CORES") or 0
         if not 0 <= n <= total:
             raise TopologyError(f"NEURON_RT_NUM_CORES={n} but {name} has {total} cores: ask for 1..{total} "
                                 f"(0 means all)")
-        visible = tuple(range(n or total))
+        visible = _free_cores(inst, lnc, n, env) if n else tuple(range(total))
         source = f"NEURON_RT_NUM_CORES={n}" if n else f"all {total} cores of {name}"
     if len(visible) > MAX_VISIBLE_DEVICES:
         raise TopologyError(
