@@ -1,4 +1,7 @@
 # Builds the C++ core (torch_neuronx._C) against the installed torch.
+# TORCHNEURON_SANITIZE=1 builds it with AddressSanitizer + UndefinedBehaviorSanitizer instead, into its own
+# build directory (build/sanitize) so its objects never mix with the normal build's; scripts/sanitize.sh
+# builds and runs the tests under it (docs/testing.md).
 import glob
 import os
 
@@ -11,6 +14,17 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension
 sources = sorted(glob.glob("csrc/*.cpp") + glob.glob("csrc/**/*.cpp", recursive=True))
 sources = sorted(set(sources))
 
+SANITIZE = os.environ.get("TORCHNEURON_SANITIZE", "0") not in ("", "0")
+if SANITIZE:
+    # -O1 keeps the build and the run reasonably fast; frame pointers and line tables give readable reports.
+    # Any UB report aborts (no recovery), so a run with a report cannot pass.
+    sanitize = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
+    compile_args = ["-O1", "-g1", "-Wno-unused-parameter"] + sanitize
+    link_args = sanitize
+    options = {"build": {"build_base": os.path.join("build", "sanitize")}}
+else:
+    compile_args, link_args, options = ["-O2", "-g0", "-Wno-unused-parameter"], [], {}
+
 setup(
     ext_modules=[
         CppExtension(
@@ -19,8 +33,10 @@ setup(
             # Kineto's headers (shipped in torch's include/kineto): csrc/core/Profiler.cpp registers a PrivateUse1
             # activity profiler with it
             include_dirs=[os.path.abspath("csrc"), os.path.join(os.path.dirname(torch.__file__), "include", "kineto")],
-            extra_compile_args=["-O2", "-g0", "-Wno-unused-parameter"],
+            extra_compile_args=compile_args,
+            extra_link_args=link_args,
         )
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    options=options,
 )
