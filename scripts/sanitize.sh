@@ -15,8 +15,10 @@ TORCHNEURON_SANITIZE=1 bash scripts/build.sh
 lib=$PWD/build/sanitize/lib
 so=$(ls "$lib"/torch_neuronx/_C*.so)
 # The extension must really be instrumented (a normal .so would pass everything silently).
-nm -D --undefined-only "$so" | grep -q __asan_report || { echo "sanitize: $so is not built with ASan" >&2; exit 2; }
-nm -D --undefined-only "$so" | grep -q __ubsan_handle || { echo "sanitize: $so is not built with UBSan" >&2; exit 2; }
+# (nm's output is read whole first: `nm | grep -q` fails under pipefail when grep stops reading early.)
+undefined=$(nm -D --undefined-only "$so")
+grep -q __asan_report <<< "$undefined" || { echo "sanitize: $so is not built with ASan" >&2; exit 2; }
+grep -q __ubsan_handle <<< "$undefined" || { echo "sanitize: $so is not built with UBSan" >&2; exit 2; }
 
 reports=$PWD/build/sanitize/reports
 rm -rf "$reports" && mkdir -p "$reports"

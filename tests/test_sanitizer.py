@@ -35,18 +35,23 @@ def test_ci_subset_has_no_sanitizer_report():
 
 
 @pytest.mark.slow
-def test_a_memory_error_fails_the_sanitized_run(tmp_path):
-    """The harness itself: a heap use-after-free (libc's free, then a write through the sanitizer's memset)
-    must fail the run and print the report, even from a subprocess of a test that ignores its crash."""
+def test_a_use_after_free_of_device_memory_fails_the_sanitized_run(tmp_path):
+    """The harness itself: a write into a neuron tensor's memory after the tensor died (the pointer outlived its
+    storage, the bug the zero-copy aliases could hide) must fail the run and print the report naming the
+    device allocator's free, even from a subprocess of a test that ignores its crash. This also shows device
+    memory is freed back to ASan's heap at once (no cache would hide a stale pointer)."""
     (tmp_path / "test_uaf.py").write_text(
-        "import ctypes, subprocess, sys\n"
+        "import ctypes, os, subprocess, sys\n"
         "def test_uaf_in_a_subprocess():\n"
-        "    code = 'import ctypes; c = ctypes.CDLL(None); c.malloc.restype = ctypes.c_void_p; '"
-        " 'p = c.malloc(64); c.free(ctypes.c_void_p(p)); ctypes.memset(p, 0, 64)'\n"
-        "    subprocess.run([sys.executable, '-c', code])  # its crash is ignored here\n")
+        "    code = ('import ctypes, torch; x = torch.ones(16, device=\"neuron\"); p = x.data_ptr(); del x; '\n"
+        "            'ctypes.memset(p, 0, 64)')\n"
+        "    env = dict(os.environ, TORCHNEURON_CORE_REGISTRY='off')  # no core ownership outside the suite's conftest\n"
+        "    subprocess.run([sys.executable, '-c', code], env=env)  # its crash is ignored here\n")
     r = sanitize(str(tmp_path / "test_uaf.py"))
-    assert r.returncode != 0
+    assert r.returncode != 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "1 passed" in r.stdout  # the test ignored the crash: the report alone failed the run
     assert "heap-use-after-free" in r.stderr, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "neuron::rt::release" in r.stderr, r.stderr[-3000:]  # freed by the device allocator
 
 
 @pytest.mark.skipif("build/sanitize" not in torch_neuronx._C.__file__,
