@@ -1,13 +1,16 @@
 """Every collective of the neuron c10d backend against the same collective of gloo on CPU tensors.
 
-Two runs: two torchrun agents (two emulated hosts, 2 ranks each, the
-pre-collective check through gloo as between real hosts), and one agent of 4
-ranks (one host, the check through shared memory); rendezvous on 127.0.0.1,
-the agents execute this file as their script. Each rank runs each collective
-on neuron tensors over the "neuron" group and on CPU copies over a gloo group,
-and compares: bit-exact for integers, allclose for floats. Also: async handles,
-futures, object collectives, subgroups, a DeviceMesh made by split_group, and
-that collectives take no device memory (zero-copy).
+Two runs: two torchrun agents (two emulated hosts, 2 ranks each: data and
+pre-collective check through gloo, as between real hosts), and one agent of 4
+ranks (one host: data and check through shared memory); rendezvous on
+127.0.0.1, the agents execute this file as their script. Each rank runs each
+collective on neuron tensors over the "neuron" group and on CPU copies over a
+gloo group, and compares: bit-exact for integers, allclose for floats (on
+shared memory, floats also bit-exact against the sum in rank order, the
+documented order). Tensors larger than a shared-memory slot (1 MiB) check the
+pieces. Also: async handles, futures, object collectives, subgroups, a
+DeviceMesh made by split_group, that collectives take no device memory, and
+that no shared-memory segment is left behind.
 """
 
 from __future__ import annotations
@@ -19,15 +22,16 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-EXPECTED_CHECKS = 78  # per rank; guards against checks silently not running
+EXPECTED_CHECKS = 86  # per rank; guards against checks silently not running
 
 
-# (torchrun agents, ranks per agent, TORCHNEURON_COLLECTIVE_CHECKS, how groups spanning the agents check)
+# (torchrun agents, ranks per agent, environment, how the world group checks, how it moves data)
 LAYOUTS = {
-    # Ranks of two real hosts cannot share memory: the pre-collective check goes through gloo, as forced here.
-    "two_hosts": (2, 2, "network", "network"),
-    # One host: the check goes through shared memory (SignatureBoard), the default.
-    "one_host": (1, 4, None, "shared memory"),
+    # Ranks of two real hosts cannot share memory: check and data go through gloo, as forced here.
+    "two_hosts": (2, 2, {"TORCHNEURON_COLLECTIVE_CHECKS": "network", "TORCHNEURON_SHM_COLLECTIVES": "0"},
+                  "network", "gloo"),
+    # One host: check (SignatureBoard) and data (SharedMemoryCollectives) through shared memory, the default.
+    "one_host": (1, 4, {}, "shared memory", "shared memory"),
 }
 
 
@@ -36,9 +40,9 @@ LAYOUTS = {
 def test_collectives_match_gloo(layout):
     from test_distributed_launch import dist_env, free_port, run_together, torchrun_cmd
 
-    agents, per_agent, checks, transport = LAYOUTS[layout]
+    agents, per_agent, extra_env, transport, data = LAYOUTS[layout]
     port = free_port()
-    env = dist_env(**({"TORCHNEURON_COLLECTIVE_CHECKS": checks} if checks else {}))
+    env = dist_env(**extra_env)
     results = run_together([torchrun_cmd("test_distributed_collectives.py", per_agent, nnodes=agents, node_rank=n,
                                          port=port) for n in range(agents)], timeout=270, envs=[env] * agents)
     out = "".join(text for _, text in results)
@@ -48,8 +52,14 @@ def test_collectives_match_gloo(layout):
     for rank in range(agents * per_agent):
         assert f"rank {rank} bound to neuron:{rank % per_agent}" in out, out
         assert f"rank {rank} checks collectives through {transport}" in out, out
+        assert f"rank {rank} moves data through {data}" in out, out
         n = out.count(f"[{rank}] ok ")  # not per line: two ranks' prints can interleave on one line
         assert n >= EXPECTED_CHECKS, f"rank {rank} ran only {n} checks:\n{out}"
+    # Every segment is unlinked once all ranks mapped it: nothing of these ranks is left in /dev/shm.
+    pids = {line.split()[-1] for line in out.splitlines() if " has pid " in line}
+    assert len(pids) == agents * per_agent, out
+    left = [n for n in os.listdir("/dev/shm") if n.startswith("torchneuron-") and n.split("-")[-2] in pids]
+    assert not left, left
 
 
 # ---- the worker: run by torchrun ----------------------------------------------------------------------------
@@ -60,6 +70,7 @@ class Rank:
     def __init__(self, rank: int, world: int, local: int, gloo) -> None:
         import torch
         self.rank, self.world, self.local, self.gloo = rank, world, local, gloo
+        self.shared_memory = False  # whether the world group moves data through shared memory
         self.dev = torch.device("neuron", local)
         self.failures: list[str] = []
 
@@ -110,6 +121,11 @@ def check_all_reduce(t: Rank) -> None:
             dist.all_reduce(c, op=op, group=t.gloo)
             assert n.data_ptr() == ptr
             t.same(f"all_reduce {op} {dtype}", n, c)
+            if t.shared_memory and op == R.SUM:  # the documented order: rank 0 + rank 1 + ... , left to right
+                want = t.data((37, 5), dtype, salt=int(op), r=0)
+                for r in range(1, t.world):
+                    want = want + t.data((37, 5), dtype, salt=int(op), r=r)
+                t.check(f"all_reduce SUM {dtype} in rank order", torch.equal(n.cpu(), want))
     # integer AVG truncates, as NCCL; PREMUL_SUM scales, then sums
     x = t.data((64,), torch.int64)
     n, c = x.to(t.dev), x.clone()
@@ -223,6 +239,61 @@ def check_all_to_all(t: Rank) -> None:
     dist.all_to_all_single(n, x.to(t.dev), out_splits, in_splits)
     dist.all_to_all_single(c, x, out_splits, in_splits, group=t.gloo)
     t.same("all_to_all_single uneven", n, c)
+
+
+def check_pieces(t: Rank) -> None:
+    """Tensors larger than a shared-memory slot (1 MiB), of sizes that do not divide evenly, move in pieces."""
+    import torch
+    import torch.distributed as dist
+    world, big = t.world, 3 * (1 << 18) + 7  # 3 MiB of float32 and a bit
+    x = t.data((big,), torch.float32, salt=60)
+    n, c = x.to(t.dev), x.clone()
+    dist.all_reduce(n)
+    dist.all_reduce(c, group=t.gloo)
+    t.same("all_reduce in pieces", n, c)
+    x = t.data((big,), torch.bfloat16, salt=61)
+    n, c = x.to(t.dev), x.clone()
+    dist.all_reduce(n, op=dist.ReduceOp.MAX)
+    dist.all_reduce(c, op=dist.ReduceOp.MAX, group=t.gloo)
+    t.same("all_reduce MAX bfloat16 in pieces", n, c)
+    x = t.data((big,), torch.int64, salt=62)
+    n, c = torch.empty(world * big, dtype=torch.int64, device=t.dev), torch.empty(world * big, dtype=torch.int64)
+    dist.all_gather_into_tensor(n, x.to(t.dev))
+    dist.all_gather_into_tensor(c, x, group=t.gloo)
+    t.same("all_gather_into_tensor in pieces", n, c)
+    x = t.data((world * big,), torch.float32, salt=63)
+    n, c = torch.empty(big, device=t.dev), torch.empty(big)
+    dist.reduce_scatter_tensor(n, x.to(t.dev), op=dist.ReduceOp.AVG)
+    dist.reduce_scatter_tensor(c, x, op=dist.ReduceOp.AVG, group=t.gloo)
+    t.same("reduce_scatter_tensor AVG in pieces", n, c)
+    x = t.data((big,), torch.float16, salt=64)
+    n, c = x.to(t.dev), x.clone()
+    dist.broadcast(n, src=2)
+    dist.broadcast(c, src=2, group=t.gloo)
+    t.same("broadcast in pieces", n, c)
+    x = t.data((big,), torch.int32, salt=65)
+    n, c = x.to(t.dev), x.clone()
+    dist.reduce(n, dst=3, op=dist.ReduceOp.MIN)
+    dist.reduce(c, dst=3, op=dist.ReduceOp.MIN, group=t.gloo)
+    if t.rank == 3:
+        t.same("reduce in pieces", n, c)
+    elif t.shared_memory:
+        t.same("reduce in pieces leaves the others' input", n, x)  # gloo may use it as scratch space
+    else:
+        t.check("reduce in pieces", True)
+    in_splits = [(t.rank + i) % 3 * 100_000 + 1 for i in range(world)]  # up to 1.2 MiB per peer
+    out_splits = [(r + t.rank) % 3 * 100_000 + 1 for r in range(world)]
+    x = t.data((sum(in_splits),), torch.float32, salt=66)
+    n, c = torch.empty(sum(out_splits), device=t.dev), torch.empty(sum(out_splits))
+    dist.all_to_all_single(n, x.to(t.dev), out_splits, in_splits)
+    dist.all_to_all_single(c, x, out_splits, in_splits, group=t.gloo)
+    t.same("all_to_all_single uneven in pieces", n, c)
+    # a non-contiguous output (through a contiguous copy)
+    x = t.data((6, 4), torch.float32, salt=67)
+    n, c = torch.empty(4, world * 6, device=t.dev).t(), torch.empty(world * 6, 4)
+    dist.all_gather_into_tensor(n, x.to(t.dev))
+    dist.all_gather_into_tensor(c, x, group=t.gloo)
+    t.same("all_gather_into_tensor into a transposed output", n, c)
 
 
 def check_point_to_point(t: Rank) -> None:
@@ -347,7 +418,7 @@ def check_bound_world(t: Rank) -> None:
     t.check("split_group all_reduce", n.cpu().tolist() == [float(t.rank // 2 * 4 + 1)] * 2, str(n.cpu()))
 
 
-CHECKS = [check_all_reduce, check_gathers, check_reduce_scatters, check_rooted, check_all_to_all,
+CHECKS = [check_all_reduce, check_gathers, check_reduce_scatters, check_rooted, check_all_to_all, check_pieces,
           check_point_to_point, check_async, check_barriers_and_objects, check_subgroups, check_zero_copy,
           check_bound_world]  # the bound world last: it changes how later groups are made
 
@@ -363,7 +434,11 @@ def _worker() -> None:
     dist.init_process_group("neuron")  # no device_id, as Transformers does; the bound case comes last
     gloo = dist.new_group(backend="gloo")  # the reference (torch cannot add a gloo group to a neuron-bound world)
     t = Rank(rank, world, local, gloo)
-    print(f"rank {rank} checks collectives through {dist.group.WORLD._get_backend(t.dev).check_transport}", flush=True)
+    backend = dist.group.WORLD._get_backend(t.dev)
+    print(f"rank {rank} checks collectives through {backend.check_transport}", flush=True)
+    print(f"rank {rank} moves data through {backend.data_transport}", flush=True)
+    print(f"rank {rank} has pid {os.getpid()}", flush=True)
+    t.shared_memory = backend.data_transport == "shared memory"
     for check in CHECKS:
         check(t)
     dist.barrier()

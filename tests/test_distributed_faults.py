@@ -31,25 +31,37 @@ def _run_ranks(scenario: str, world: int, timeout: float, ranks=None, wait_for=N
     return dict(zip(ranks, results)), time.monotonic() - start
 
 
+# The data path: shared memory (ranks of one host, the default) and gloo (as between hosts).
+DATA_PATHS = {"shared_memory": {}, "gloo": {"TORCHNEURON_SHM_COLLECTIVES": "0"}}
+
+
 @pytest.mark.slow
-def test_dead_rank_makes_survivors_fail_fast():
+@pytest.mark.parametrize("data", DATA_PATHS)
+def test_dead_rank_makes_survivors_fail_fast(data):
     # rank 1 dies; ranks 0 and 2 must fail on their own, well inside the 120 s process-group timeout
-    results, elapsed = _run_ranks("dead_rank", 3, timeout=150, PG_TIMEOUT=120)
+    results, elapsed = _run_ranks("dead_rank", 3, timeout=150, PG_TIMEOUT=120, **DATA_PATHS[data])
     for rank in (0, 2):
         code, text = results[rank]
         assert code == 3, f"rank {rank}: {code}\n{text[-3000:]}"  # 3: caught a clear error
         assert "neuron backend: all_reduce" in text and "failed" in text, text[-3000:]
         assert "a peer rank exited" in text
+        assert f"data through {data.replace('_', ' ')}" in text, text[-3000:]
+        if data == "shared_memory":
+            assert "rank 1 (pid" in text and "exited" in text, text[-3000:]  # names the dead rank
+        # the group is unusable afterwards, and says so at once instead of waiting again
+        assert "second call: neuron backend" in text, text[-3000:]
     assert elapsed < 100, f"the survivors took {elapsed:.0f}s to notice the dead rank"
 
 
 @pytest.mark.slow
-def test_peer_that_never_arrives_times_out():
+@pytest.mark.parametrize("data", DATA_PATHS)
+def test_peer_that_never_arrives_times_out(data):
     # rank 1 stays alive but skips the collective: rank 0 fails when the 6 s timeout expires
-    results, elapsed = _run_ranks("absent_peer", 2, timeout=120, wait_for=[0], PG_TIMEOUT=6)
+    results, elapsed = _run_ranks("absent_peer", 2, timeout=120, wait_for=[0], PG_TIMEOUT=6, **DATA_PATHS[data])
     code, text = results[0]
     assert code == 3, text[-3000:]
     assert "neuron backend: all_reduce" in text and "timeout" in text.lower(), text[-3000:]
+    assert f"data through {data.replace('_', ' ')}" in text, text[-3000:]
     assert results[1][0] is None  # the absent rank was still sleeping, and was killed
 
 
@@ -105,6 +117,7 @@ def _rank(scenario: str) -> None:
         sys.exit(0)
 
     dist.init_process_group("neuron", timeout=timeout)
+    print(f"data through {dist.group.WORLD._get_backend(dev).data_transport}", flush=True)
     t = torch.ones(1024, device=dev)
     dist.all_reduce(t)
 
@@ -115,6 +128,8 @@ def _rank(scenario: str) -> None:
             err = clear_error(lambda: dist.all_reduce(t))
             if err:
                 print(err, flush=True)
+                second = clear_error(lambda: dist.all_reduce(t))
+                print(f"second call: {second}", flush=True)
                 sys.exit(3)
             time.sleep(0.01)
         sys.exit(0)

@@ -36,8 +36,11 @@ PYBIND11_MODULE(_C_distributed, m) {
       // split_group reads `options` of the parent (as it does for gloo and NCCL).
       .def_property_readonly("options", &ProcessGroupNeuron::getBackendOptions)
       .def_property_readonly("host", &ProcessGroupNeuron::host,
-                             "The host backend (ProcessGroupGloo) that moves the bytes")
+                             "The host backend (ProcessGroupGloo): groups spanning hosts, send/recv")
       .def_property_readonly("check_transport", &ProcessGroupNeuron::check_transport,
                              "How the ranks compare collectives before running them: 'shared memory' (ranks of "
-                             "one host), 'network' (through the host backend) or 'off'");
+                             "one host), 'network' (through the host backend) or 'off'")
+      .def_property_readonly("data_transport", &ProcessGroupNeuron::data_transport,
+                             "What moves the data of the collectives: 'shared memory' (ranks of one host; "
+                             "TORCHNEURON_SHM_COLLECTIVES=0 turns it off) or 'gloo'");
 }

@@ -115,6 +115,14 @@ c10::intrusive_ptr<c10::ivalue::Future> NeuronWork::getFuture() {
   return future_;
 }
 
+CompletedWork::CompletedWork(std::vector<at::Tensor> outputs, c10d::OpType op, int rank)
+    : c10d::Work(rank, op), outputs_(std::move(outputs)) {
+  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                     neuron_devices_of(outputs_));
+  future_->markCompleted(c10::IValue(outputs_));
+  finish();
+}
+
 uint64_t NeuronWork::getSequencenumber() const { return host_->getSequencenumber(); }
 
 float NeuronWork::getDuration() const { return host_->getDuration(); }

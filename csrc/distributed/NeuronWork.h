@@ -64,4 +64,21 @@ class NeuronWork : public c10d::Work {
   std::string describe_;
 };
 
+// The handle of a collective that was complete when its call returned (the shared-memory data
+// path runs in the calling thread): done, successful, its future completed with the caller's tensors.
+class CompletedWork : public c10d::Work {
+ public:
+  CompletedWork(std::vector<at::Tensor> outputs, c10d::OpType op, int rank);
+
+  bool isCompleted() override { return true; }
+  bool isSuccess() const override { return true; }
+  std::vector<at::Tensor> result() override { return outputs_; }
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override { return true; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+ private:
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
 } // namespace neuron::distributed

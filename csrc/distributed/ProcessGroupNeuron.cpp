@@ -3,7 +3,9 @@
 #include "core/Device.h"
 #include "core/HostBridge.h"
 #include "distributed/CollectiveCheck.h"
+#include "distributed/CollectiveError.h"
 #include "distributed/HostReduction.h"
+#include "distributed/RankOrderReduction.h"
 
 #include <algorithm>
 #include <optional>
@@ -76,6 +78,30 @@ int64_t numel_of(const TensorList& ts) {
 
 using Sig = CollectiveSignature;
 
+// A tensor's bytes as the shared-memory path needs them: contiguous host memory. A tensor that is
+// not contiguous goes through a contiguous copy, written back if it is an output.
+struct HostBytes {
+  at::Tensor user;   // the host view of the caller's tensor
+  at::Tensor dense;  // `user`, or its contiguous copy
+  explicit HostBytes(const at::Tensor& t) : user(on_host(t)), dense(user.is_contiguous() ? user : user.contiguous()) {}
+  void* ptr() const { return dense.data_ptr(); }
+  int64_t bytes() const { return static_cast<int64_t>(dense.nbytes()); }
+  void write_back() {
+    if (!dense.is_same(user)) user.copy_(dense);
+  }
+};
+
+std::vector<HostBytes> host_bytes(const TensorList& ts) {
+  std::vector<HostBytes> out;
+  out.reserve(ts.size());
+  for (const auto& t : ts) out.emplace_back(t);
+  return out;
+}
+
+void write_back(std::vector<HostBytes>& bs) {
+  for (auto& b : bs) b.write_back();
+}
+
 std::function<void()> finisher(const HostReduction& plan, TensorList host_outputs) {
   if (!plan.needs_finish()) return nullptr;
   return [plan, host_outputs = std::move(host_outputs)] { plan.finish(host_outputs); };
@@ -120,18 +146,25 @@ ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> host, c
   if (collective_check_mode() == CheckMode::kAuto && size_ > 1) {
     board_ = SignatureBoard::connect(*store, rank_, size_);
   }
+  if (SharedMemoryCollectives::enabled() && size_ > 1) {
+    shm_ = SharedMemoryCollectives::connect(*store, rank_, size_, options_->timeout);
+  }
   init();
+}
+
+std::string ProcessGroupNeuron::describe(const char* name, const at::Tensor& example) const {
+  std::string text = c10::str(name, " on rank ", rank_, " of ", size_);
+  if (example.defined()) {
+    text += c10::str(" (", example.scalar_type(), example.sizes(), " on ", example.device(), ")");
+  }
+  return text;
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::wrap(c10::intrusive_ptr<Work> host_work, TensorList outputs,
                                                   std::function<void()> finish, OpType op, const char* name,
                                                   const at::Tensor& example) const {
-  std::string describe = c10::str(name, " on rank ", rank_, " of ", size_);
-  if (example.defined()) {
-    describe += c10::str(" (", example.scalar_type(), example.sizes(), " on ", example.device(), ")");
-  }
   return c10::make_intrusive<NeuronWork>(std::move(host_work), std::move(outputs), std::move(finish), op, rank_,
-                                         std::move(describe));
+                                         describe(name, example));
 }
 
 std::string ProcessGroupNeuron::check_transport() const {
@@ -163,20 +196,43 @@ void ProcessGroupNeuron::stand_in(const CollectiveSignature& reference) {
   auto dtype = static_cast<at::ScalarType>(reference.dtype);
   auto zeros = [&](int64_t n) { return at::zeros({n}, at::TensorOptions().dtype(dtype)); };
   const int64_t n = reference.example_numel;
+  // On the path the reference's collective takes (which depends on its reduction, as HostReduction
+  // turns it into one the paths run).
+  auto op = static_cast<c10d::ReduceOp::RedOpType>(reference.reduce_op);
+  if (op == c10d::ReduceOp::PREMUL_SUM || (op == c10d::ReduceOp::AVG && at::isIntegralType(dtype, true))) {
+    op = c10d::ReduceOp::SUM;
+  }
+  const bool on_shm = shm_ && (reference.reduce_op < 0 || reducible_in_rank_order(dtype, op));
   switch (reference.op) {
     case OpType::ALLREDUCE: {
       TensorList t{zeros(n)};
-      host_->allreduce(t, c10d::AllreduceOptions())->wait();
+      if (on_shm) {
+        shm_->all_reduce(t[0].data_ptr(), n, dtype, op);
+      } else {
+        host_->allreduce(t, c10d::AllreduceOptions())->wait();
+      }
       break;
     }
     case OpType::_ALLGATHER_BASE: {
       auto in = zeros(n), out = zeros(n * size_);
-      host_->_allgather_base(out, in, c10d::AllgatherOptions())->wait();
+      if (shm_) {
+        std::vector<void*> outs;
+        for (int q = 0; q < size_; ++q) outs.push_back(static_cast<char*>(out.data_ptr()) + q * in.nbytes());
+        shm_->all_gather(outs, in.data_ptr(), static_cast<int64_t>(in.nbytes()));
+      } else {
+        host_->_allgather_base(out, in, c10d::AllgatherOptions())->wait();
+      }
       break;
     }
     case OpType::_REDUCE_SCATTER_BASE: {
       auto out = zeros(n), in = zeros(n * size_);
-      host_->_reduce_scatter_base(out, in, c10d::ReduceScatterOptions())->wait();
+      if (on_shm) {
+        std::vector<const void*> chunks;
+        for (int q = 0; q < size_; ++q) chunks.push_back(static_cast<char*>(in.data_ptr()) + q * out.nbytes());
+        shm_->reduce_scatter(out.data_ptr(), chunks, n, dtype, op);
+      } else {
+        host_->_reduce_scatter_base(out, in, c10d::ReduceScatterOptions())->wait();
+      }
       break;
     }
     default:
@@ -187,9 +243,12 @@ void ProcessGroupNeuron::stand_in(const CollectiveSignature& reference) {
 // ---- collectives -----------------------------------------------------------
 //
 // Every collective goes through collective(): it checks the devices, has the ranks agree on the
-// collective (CollectiveCheck.h), issues it on the host backend over zero-copy aliases, and wraps the
-// host's work so that callers see their own tensors. Each collective below only says what it is
-// (ProcessGroupNeuron::Call) and how the host runs it.
+// collective (CollectiveCheck.h), and either runs it on shared memory in the calling thread (ranks of
+// one host) or issues it on the host backend over zero-copy aliases and wraps the host's work so that
+// callers see their own tensors. Each collective below only says what it is
+// (ProcessGroupNeuron::Call), how shared memory runs it (if it can) and how the host runs it. Whether
+// shared memory runs a call depends only on what the ranks agreed on (op, dtype, reduction), so
+// every rank takes the same path.
 
 // What a collective tells the template.
 struct ProcessGroupNeuron::Call {
@@ -208,9 +267,29 @@ struct ProcessGroupNeuron::Issued {
 };
 
 template <typename OnHost>
-c10::intrusive_ptr<Work> ProcessGroupNeuron::collective(Call call, OnHost&& on_host) {
+c10::intrusive_ptr<Work> ProcessGroupNeuron::collective(Call call, const std::function<void()>& on_shm,
+                                                        OnHost&& on_host) {
   check_devices(call.name, call.tensors);
   auto verify = call.signature ? agree(*call.signature) : nullptr;
+  if (on_shm) {
+    try {
+      on_shm();
+    } catch (const c10::DistBackendError& e) {
+      // A peer died or the timeout passed: the group is broken, its check is not finished (it would
+      // wait for the same peers again).
+      raise_collective_failure(describe(call.name, call.example), message_of(e));
+    } catch (...) {
+      if (verify) {
+        try {
+          verify();
+        } catch (...) {
+        }
+      }
+      throw;
+    }
+    if (verify) verify();
+    return c10::make_intrusive<CompletedWork>(std::move(call.outputs), call.op, rank_);
+  }
   Issued issued = issue(verify, std::forward<OnHost>(on_host));
   return wrap(issued.work, std::move(call.outputs), then(verify, std::move(issued.finish)), call.op, call.name,
               call.example);
@@ -219,23 +298,45 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::collective(Call call, OnHost&& on_h
 c10::intrusive_ptr<Work> ProcessGroupNeuron::broadcast(TensorList& tensors, const c10d::BroadcastOptions& opts) {
   const auto& example = first(tensors, "broadcast");
   auto sig = Sig::of(OpType::BROADCAST, example, tensors.size(), numel_of(tensors)).with_root(opts.rootRank);
-  return collective({OpType::BROADCAST, "broadcast", tensors, tensors, example, sig}, [&]() -> Issued {
+  std::function<void()> on_shm;
+  if (shm_) {
+    on_shm = [&] {
+      auto bytes = host_bytes(tensors);
+      for (auto& b : bytes) shm_->broadcast(b.ptr(), b.bytes(), static_cast<int>(opts.rootRank));
+      if (rank_ != opts.rootRank) write_back(bytes);
+    };
+  }
+  return collective({OpType::BROADCAST, "broadcast", tensors, tensors, example, sig}, on_shm, [&]() -> Issued {
     auto host = on_host(tensors);
     return {host_->broadcast(host, opts), nullptr};
   });
+}
+
+// all_reduce and its coalesced form: every tensor reduced on its own, in order.
+std::function<void()> ProcessGroupNeuron::all_reduce_on_shm(TensorList& tensors, const HostReduction& plan) {
+  if (!shm_ || !reducible_in_rank_order(tensors[0].scalar_type(), plan.host_op.op_)) return nullptr;
+  return [this, &tensors, plan] {
+    auto host = on_host(tensors);
+    plan.scale_in_place(host);
+    auto bytes = host_bytes(host);
+    for (auto& b : bytes) shm_->all_reduce(b.ptr(), b.dense.numel(), b.dense.scalar_type(), plan.host_op.op_);
+    write_back(bytes);
+    if (plan.needs_finish()) plan.finish(host);
+  };
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::allreduce(TensorList& tensors, const c10d::AllreduceOptions& opts) {
   const auto& example = first(tensors, "all_reduce");
   auto plan = HostReduction::plan(opts.reduceOp, example.scalar_type(), size_, "all_reduce");
   auto sig = Sig::of(OpType::ALLREDUCE, example, tensors.size(), numel_of(tensors)).with_reduce(opts.reduceOp.op_);
-  return collective({OpType::ALLREDUCE, "all_reduce", tensors, tensors, example, sig}, [&]() -> Issued {
-    auto host = on_host(tensors);
-    plan.scale_in_place(host);
-    auto host_opts = opts;
-    host_opts.reduceOp = plan.host_op;
-    return {host_->allreduce(host, host_opts), finisher(plan, host)};
-  });
+  return collective({OpType::ALLREDUCE, "all_reduce", tensors, tensors, example, sig},
+                    all_reduce_on_shm(tensors, plan), [&]() -> Issued {
+                      auto host = on_host(tensors);
+                      plan.scale_in_place(host);
+                      auto host_opts = opts;
+                      host_opts.reduceOp = plan.host_op;
+                      return {host_->allreduce(host, host_opts), finisher(plan, host)};
+                    });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::allreduce_coalesced(TensorList& tensors,
@@ -245,7 +346,7 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::allreduce_coalesced(TensorList& ten
   auto sig = Sig::of(OpType::ALLREDUCE_COALESCED, example, tensors.size(), numel_of(tensors))
                  .with_reduce(opts.reduceOp.op_);
   return collective({OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced", tensors, tensors, example, sig},
-                    [&]() -> Issued {
+                    all_reduce_on_shm(tensors, plan), [&]() -> Issued {
                       auto host = on_host(tensors);
                       plan.scale_in_place(host);
                       auto host_opts = opts;
@@ -262,12 +363,60 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::reduce(TensorList& tensors, const c
   auto sig = Sig::of(OpType::REDUCE, example, tensors.size(), numel_of(tensors))
                  .with_reduce(opts.reduceOp.op_)
                  .with_root(opts.rootRank);
-  return collective({OpType::REDUCE, "reduce", tensors, tensors, example, sig}, [&]() -> Issued {
+  const bool root = rank_ == opts.rootRank;
+  std::function<void()> on_shm;
+  if (shm_ && reducible_in_rank_order(example.scalar_type(), plan.host_op.op_)) {
+    on_shm = [&] {
+      auto host = on_host(tensors);
+      auto bytes = host_bytes(host);
+      for (auto& b : bytes) {
+        shm_->all_reduce(b.ptr(), b.dense.numel(), b.dense.scalar_type(), plan.host_op.op_,
+                         static_cast<int>(opts.rootRank));
+      }
+      if (root) {
+        write_back(bytes);
+        if (plan.needs_finish()) plan.finish(host);
+      }
+    };
+  }
+  return collective({OpType::REDUCE, "reduce", tensors, tensors, example, sig}, on_shm, [&]() -> Issued {
     auto host = on_host(tensors);
     auto host_opts = opts;
     host_opts.reduceOp = plan.host_op;
-    return {host_->reduce(host, host_opts), rank_ == opts.rootRank ? finisher(plan, host) : nullptr};
+    return {host_->reduce(host, host_opts), root ? finisher(plan, host) : nullptr};
   });
+}
+
+// all_gather of one input into `size_` outputs of its size (list form, or slices of one tensor).
+void ProcessGroupNeuron::all_gather_on_shm(const at::Tensor& input, const TensorList& outputs) {
+  TORCH_CHECK(static_cast<int>(outputs.size()) == size_, "neuron backend: all_gather needs ", size_,
+              " output tensors (one per rank), got ", outputs.size());
+  HostBytes in(input);
+  auto outs = host_bytes(outputs);
+  std::vector<void*> ptrs;
+  for (auto& o : outs) {
+    TORCH_CHECK(o.bytes() == in.bytes(), "neuron backend: all_gather: an output has ", o.dense.numel(),
+                " elements of ", o.dense.scalar_type(), ", the input ", in.dense.numel(), " of ",
+                in.dense.scalar_type(), "; every output must match the input");
+    ptrs.push_back(o.ptr());
+  }
+  shm_->all_gather(ptrs, in.ptr(), in.bytes());
+  write_back(outs);
+}
+
+TensorList ProcessGroupNeuron::rank_slices(const at::Tensor& whole, const at::Tensor& part, const char* name) const {
+  TORCH_CHECK(whole.numel() == part.numel() * size_ && whole.scalar_type() == part.scalar_type(), "neuron backend: ",
+              name, ": the large tensor must hold ", size_, " x the other's elements (", part.numel(), " of ",
+              part.scalar_type(), "), got ", whole.numel(), " of ", whole.scalar_type());
+  return whole.view({size_, part.numel()}).unbind(0);
+}
+
+// all_gather into one tensor of size_ x the input's elements.
+void ProcessGroupNeuron::all_gather_into_on_shm(const at::Tensor& output, const at::Tensor& input, const char* name) {
+  auto whole = on_host(output);
+  auto dense = whole.is_contiguous() ? whole : at::empty(whole.sizes(), whole.options());
+  all_gather_on_shm(input, rank_slices(dense, input, name));
+  if (!dense.is_same(whole)) whole.copy_(dense);
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather(TensorLists& outputs, TensorList& inputs,
@@ -275,7 +424,13 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather(TensorLists& outputs, Ten
   auto flat_out = flatten(outputs);
   const auto& example = first(inputs, "all_gather");
   auto sig = Sig::of(OpType::ALLGATHER, example, inputs.size(), numel_of(inputs) + numel_of(flat_out));
-  return collective({OpType::ALLGATHER, "all_gather", both(flat_out, inputs), flat_out, example, sig},
+  std::function<void()> on_shm;
+  if (shm_ && inputs.size() == outputs.size()) {
+    on_shm = [&] {
+      for (size_t i = 0; i < inputs.size(); ++i) all_gather_on_shm(inputs[i], outputs[i]);
+    };
+  }
+  return collective({OpType::ALLGATHER, "all_gather", both(flat_out, inputs), flat_out, example, sig}, on_shm,
                     [&]() -> Issued {
                       auto host_out = on_host(outputs);
                       auto host_in = on_host(inputs);
@@ -286,8 +441,10 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather(TensorLists& outputs, Ten
 c10::intrusive_ptr<Work> ProcessGroupNeuron::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                              const c10d::AllgatherOptions& opts) {
   auto sig = Sig::of(OpType::_ALLGATHER_BASE, input, 1, input.numel() + output.numel());
+  std::function<void()> on_shm;
+  if (shm_) on_shm = [&] { all_gather_into_on_shm(output, input, "all_gather_into_tensor"); };
   return collective({OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {output, input}, {output}, input, sig},
-                    [&]() -> Issued {
+                    on_shm, [&]() -> Issued {
                       auto host_out = on_host(output);
                       auto host_in = on_host(input);
                       return {host_->_allgather_base(host_out, host_in, opts), nullptr};
@@ -299,8 +456,23 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather_coalesced(TensorLists& ou
   auto flat_out = flatten(outputs);
   const auto& example = first(inputs, "all_gather_coalesced");
   auto sig = Sig::of(OpType::ALLGATHER_COALESCED, example, inputs.size(), numel_of(inputs) + numel_of(flat_out));
+  // Gloo's form: outputs[rank][i] receives rank's inputs[i].
+  std::function<void()> on_shm;
+  if (shm_ && static_cast<int>(outputs.size()) == size_) {
+    on_shm = [&] {
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        TensorList outs;
+        for (int q = 0; q < size_; ++q) {
+          TORCH_CHECK(outputs[q].size() == inputs.size(), "neuron backend: all_gather_coalesced needs ",
+                      inputs.size(), " outputs per rank");
+          outs.push_back(outputs[q][i]);
+        }
+        all_gather_on_shm(inputs[i], outs);
+      }
+    };
+  }
   return collective(
-      {OpType::ALLGATHER_COALESCED, "all_gather_coalesced", both(flat_out, inputs), flat_out, example, sig},
+      {OpType::ALLGATHER_COALESCED, "all_gather_coalesced", both(flat_out, inputs), flat_out, example, sig}, on_shm,
       [&]() -> Issued {
         auto host_out = on_host(outputs);
         auto host_in = on_host(inputs);
@@ -312,8 +484,16 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather_into_tensor_coalesced(Ten
                                                                              const c10d::AllgatherOptions& opts) {
   const auto& example = first(inputs, "all_gather_into_tensor_coalesced");
   auto sig = Sig::of(OpType::COALESCED, example, inputs.size(), numel_of(inputs) + numel_of(outputs));
+  std::function<void()> on_shm;
+  if (shm_ && outputs.size() == inputs.size()) {
+    on_shm = [&] {
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        all_gather_into_on_shm(outputs[i], inputs[i], "all_gather_into_tensor_coalesced");
+      }
+    };
+  }
   return collective(
-      {OpType::COALESCED, "all_gather_into_tensor_coalesced", both(outputs, inputs), outputs, example, sig},
+      {OpType::COALESCED, "all_gather_into_tensor_coalesced", both(outputs, inputs), outputs, example, sig}, on_shm,
       [&]() -> Issued {
         auto host_out = on_host(outputs);
         auto host_in = on_host(inputs);
@@ -321,29 +501,93 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather_into_tensor_coalesced(Ten
       });
 }
 
+// Every rank sends send[q] to rank q and receives recv[q] from it (empty tensors: nothing).
+void ProcessGroupNeuron::exchange_on_shm(const TensorList& send, const TensorList& recv) {
+  auto s = host_bytes(send), r = host_bytes(recv);
+  std::vector<const void*> sp;
+  std::vector<void*> rp;
+  std::vector<int64_t> sb, rb;
+  for (auto& b : s) {
+    sp.push_back(b.ptr());
+    sb.push_back(b.bytes());
+  }
+  for (auto& b : r) {
+    rp.push_back(b.ptr());
+    rb.push_back(b.bytes());
+  }
+  shm_->exchange(sp, sb, rp, rb);
+  write_back(r);
+}
+
 c10::intrusive_ptr<Work> ProcessGroupNeuron::gather(TensorLists& outputs, TensorList& inputs,
                                                     const c10d::GatherOptions& opts) {
   auto flat_out = flatten(outputs);  // empty on ranks other than the root
   const auto& example = first(inputs, "gather");
   auto sig = Sig::of(OpType::GATHER, example, inputs.size(), numel_of(inputs)).with_root(opts.rootRank);
-  return collective({OpType::GATHER, "gather", both(flat_out, inputs), flat_out, example, sig}, [&]() -> Issued {
-    auto host_out = on_host(outputs);
-    auto host_in = on_host(inputs);
-    return {host_->gather(host_out, host_in, opts), nullptr};
-  });
+  std::function<void()> on_shm;
+  if (shm_ && inputs.size() == 1) {
+    on_shm = [&] {
+      const bool root = rank_ == opts.rootRank;
+      TORCH_CHECK(!root || (outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_),
+                  "neuron backend: gather needs ", size_, " output tensors on the root");
+      auto none = at::empty({0}, at::TensorOptions().dtype(inputs[0].dtype()));
+      TensorList send(size_, none), recv(size_, none);
+      send[opts.rootRank] = inputs[0];
+      if (root) recv = outputs[0];
+      exchange_on_shm(send, recv);
+    };
+  }
+  return collective({OpType::GATHER, "gather", both(flat_out, inputs), flat_out, example, sig}, on_shm,
+                    [&]() -> Issued {
+                      auto host_out = on_host(outputs);
+                      auto host_in = on_host(inputs);
+                      return {host_->gather(host_out, host_in, opts), nullptr};
+                    });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::scatter(TensorList& outputs, TensorLists& inputs,
                                                      const c10d::ScatterOptions& opts) {
   const auto& example = first(outputs, "scatter");
   auto sig = Sig::of(OpType::SCATTER, example, outputs.size(), numel_of(outputs)).with_root(opts.rootRank);
+  std::function<void()> on_shm;
+  if (shm_ && outputs.size() == 1) {
+    on_shm = [&] {
+      const bool root = rank_ == opts.rootRank;
+      TORCH_CHECK(!root || (inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_),
+                  "neuron backend: scatter needs ", size_, " input tensors on the root");
+      auto none = at::empty({0}, at::TensorOptions().dtype(outputs[0].dtype()));
+      TensorList send(size_, none), recv(size_, none);
+      if (root) send = inputs[0];
+      recv[opts.rootRank] = outputs[0];
+      exchange_on_shm(send, recv);
+    };
+  }
   // inputs are empty on ranks other than the root
-  return collective({OpType::SCATTER, "scatter", both(outputs, flatten(inputs)), outputs, example, sig},
+  return collective({OpType::SCATTER, "scatter", both(outputs, flatten(inputs)), outputs, example, sig}, on_shm,
                     [&]() -> Issued {
                       auto host_out = on_host(outputs);
                       auto host_in = on_host(inputs);
                       return {host_->scatter(host_out, host_in, opts), nullptr};
                     });
+}
+
+// reduce_scatter of `size_` chunks (one per rank) into `output`; inputs scaled first for PREMUL_SUM.
+void ProcessGroupNeuron::reduce_scatter_on_shm(const at::Tensor& output, const TensorList& chunks,
+                                               const HostReduction& plan) {
+  TORCH_CHECK(static_cast<int>(chunks.size()) == size_, "neuron backend: reduce_scatter needs ", size_,
+              " input tensors (one per rank), got ", chunks.size());
+  HostBytes out(output);
+  auto ins = host_bytes(plan.scaled_copies(on_host(chunks)));
+  std::vector<const void*> ptrs;
+  for (auto& i : ins) {
+    TORCH_CHECK(i.bytes() == out.bytes(), "neuron backend: reduce_scatter: an input has ", i.dense.numel(),
+                " elements of ", i.dense.scalar_type(), ", the output ", out.dense.numel(), " of ",
+                out.dense.scalar_type(), "; every input must match the output");
+    ptrs.push_back(i.ptr());
+  }
+  shm_->reduce_scatter(out.ptr(), ptrs, out.dense.numel(), out.dense.scalar_type(), plan.host_op.op_);
+  out.write_back();
+  if (plan.needs_finish()) plan.finish({out.user});
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::reduce_scatter(TensorList& outputs, TensorLists& inputs,
@@ -353,8 +597,14 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::reduce_scatter(TensorList& outputs,
   auto plan = HostReduction::plan(opts.reduceOp, example.scalar_type(), size_, "reduce_scatter");
   auto sig = Sig::of(OpType::REDUCE_SCATTER, example, outputs.size(), numel_of(outputs) + numel_of(flat_in))
                  .with_reduce(opts.reduceOp.op_);
+  std::function<void()> on_shm;
+  if (shm_ && outputs.size() == inputs.size() && reducible_in_rank_order(example.scalar_type(), plan.host_op.op_)) {
+    on_shm = [&] {
+      for (size_t i = 0; i < outputs.size(); ++i) reduce_scatter_on_shm(outputs[i], inputs[i], plan);
+    };
+  }
   return collective({OpType::REDUCE_SCATTER, "reduce_scatter", both(outputs, flat_in), outputs, example, sig},
-                    [&]() -> Issued {
+                    on_shm, [&]() -> Issued {
                       auto host_out = on_host(outputs);
                       TensorLists host_in;
                       for (const auto& l : inputs) host_in.push_back(plan.scaled_copies(on_host(l)));
@@ -369,8 +619,14 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::_reduce_scatter_base(at::Tensor& ou
   auto plan = HostReduction::plan(opts.reduceOp, output.scalar_type(), size_, "reduce_scatter_tensor");
   auto sig = Sig::of(OpType::_REDUCE_SCATTER_BASE, output, 1, output.numel() + input.numel())
                  .with_reduce(opts.reduceOp.op_);
+  std::function<void()> on_shm;
+  if (shm_ && reducible_in_rank_order(output.scalar_type(), plan.host_op.op_)) {
+    on_shm = [&] {
+      reduce_scatter_on_shm(output, rank_slices(on_host(input).contiguous(), output, "reduce_scatter_tensor"), plan);
+    };
+  }
   return collective(
-      {OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {output, input}, {output}, input, sig},
+      {OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {output, input}, {output}, input, sig}, on_shm,
       [&]() -> Issued {
         auto host_out = on_host(output);
         auto host_in = plan.scaled_copies({on_host(input)})[0];
@@ -387,9 +643,19 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesced(
   auto sig = Sig::of(OpType::REDUCE_SCATTER_TENSOR_COALESCED, example, outputs.size(),
                      numel_of(outputs) + numel_of(inputs))
                  .with_reduce(opts.reduceOp.op_);
+  std::function<void()> on_shm;
+  if (shm_ && outputs.size() == inputs.size() && reducible_in_rank_order(example.scalar_type(), plan.host_op.op_)) {
+    on_shm = [&] {
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        reduce_scatter_on_shm(
+            outputs[i], rank_slices(on_host(inputs[i]).contiguous(), outputs[i], "reduce_scatter_tensor_coalesced"),
+            plan);
+      }
+    };
+  }
   return collective({OpType::REDUCE_SCATTER_TENSOR_COALESCED, "reduce_scatter_tensor_coalesced",
                      both(outputs, inputs), outputs, example, sig},
-                    [&]() -> Issued {
+                    on_shm, [&]() -> Issued {
                       auto host_out = on_host(outputs);
                       auto host_in = plan.scaled_copies(on_host(inputs));
                       auto host_opts = opts;
@@ -405,7 +671,35 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::alltoall_base(at::Tensor& output, a
                                                            const c10d::AllToAllOptions& opts) {
   auto sig = Sig::of(OpType::ALLTOALL_BASE, input, 1, input.numel() + output.numel());
   if (!output_split_sizes.empty() || !input_split_sizes.empty()) sig.any_shape();  // uneven: sizes differ by rank
-  return collective({OpType::ALLTOALL_BASE, "all_to_all_single", {output, input}, {output}, input, sig},
+  std::function<void()> on_shm;
+  if (shm_) {
+    on_shm = [&] {
+      // Blocks along dim 0: equal ones without split sizes, as torch.
+      auto blocks = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* what) {
+        TORCH_CHECK(t.dim() > 0 || t.numel() == 0, "neuron backend: all_to_all_single needs tensors with a dim 0");
+        const int64_t rows = t.dim() > 0 ? t.size(0) : 0;
+        std::vector<int64_t> sizes = splits;
+        if (sizes.empty()) {
+          TORCH_CHECK(rows % size_ == 0, "neuron backend: all_to_all_single: the ", what, "'s dim 0 (", rows,
+                      ") must divide by the group size ", size_, " without split sizes");
+          sizes.assign(size_, rows / size_);
+        }
+        TORCH_CHECK(static_cast<int>(sizes.size()) == size_, "neuron backend: all_to_all_single needs ", size_,
+                    " ", what, " split sizes, got ", sizes.size());
+        TensorList out;
+        int64_t at = 0;
+        for (int64_t n : sizes) {
+          out.push_back(t.narrow(0, at, n));
+          at += n;
+        }
+        TORCH_CHECK(at == rows, "neuron backend: all_to_all_single: the ", what, " split sizes add up to ", at,
+                    ", not its dim 0 (", rows, ")");
+        return out;
+      };
+      exchange_on_shm(blocks(input, input_split_sizes, "input"), blocks(output, output_split_sizes, "output"));
+    };
+  }
+  return collective({OpType::ALLTOALL_BASE, "all_to_all_single", {output, input}, {output}, input, sig}, on_shm,
                     [&]() -> Issued {
                       auto host_out = on_host(output);
                       auto host_in = on_host(input);
@@ -418,31 +712,44 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::alltoall(TensorList& outputs, Tenso
                                                       const c10d::AllToAllOptions& opts) {
   const auto& example = first(inputs, "all_to_all");
   auto sig = Sig::of(OpType::ALLTOALL, example, inputs.size(), -1).any_shape();
-  return collective({OpType::ALLTOALL, "all_to_all", both(outputs, inputs), outputs, example, sig}, [&]() -> Issued {
-    auto host_out = on_host(outputs);
-    auto host_in = on_host(inputs);
-    return {host_->alltoall(host_out, host_in, opts), nullptr};
-  });
+  std::function<void()> on_shm;
+  if (shm_) {
+    on_shm = [&] {
+      TORCH_CHECK(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
+                  "neuron backend: all_to_all needs ", size_, " input and output tensors");
+      exchange_on_shm(inputs, outputs);
+    };
+  }
+  return collective({OpType::ALLTOALL, "all_to_all", both(outputs, inputs), outputs, example, sig}, on_shm,
+                    [&]() -> Issued {
+                      auto host_out = on_host(outputs);
+                      auto host_in = on_host(inputs);
+                      return {host_->alltoall(host_out, host_in, opts), nullptr};
+                    });
 }
 
+// Point-to-point stays on the host backend: its pairing (by tag, any source) is not the group-wide
+// order the shared-memory path synchronizes on.
 c10::intrusive_ptr<Work> ProcessGroupNeuron::send(TensorList& tensors, int dst_rank, int tag) {
-  return collective({OpType::SEND, "send", tensors, tensors, first(tensors, "send"), std::nullopt}, [&]() -> Issued {
-    auto host = on_host(tensors);
-    return {host_->send(host, dst_rank, tag), nullptr};
-  });
+  return collective({OpType::SEND, "send", tensors, tensors, first(tensors, "send"), std::nullopt}, nullptr,
+                    [&]() -> Issued {
+                      auto host = on_host(tensors);
+                      return {host_->send(host, dst_rank, tag), nullptr};
+                    });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::recv(TensorList& tensors, int src_rank, int tag) {
-  return collective({OpType::RECV, "recv", tensors, tensors, first(tensors, "recv"), std::nullopt}, [&]() -> Issued {
-    auto host = on_host(tensors);
-    return {host_->recv(host, src_rank, tag), nullptr};
-  });
+  return collective({OpType::RECV, "recv", tensors, tensors, first(tensors, "recv"), std::nullopt}, nullptr,
+                    [&]() -> Issued {
+                      auto host = on_host(tensors);
+                      return {host_->recv(host, src_rank, tag), nullptr};
+                    });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::recvAnysource(TensorList& tensors, int tag) {
   return collective({OpType::RECVANYSOURCE, "recv (any source)", tensors, tensors, first(tensors, "recv"),
                      std::nullopt},
-                    [&]() -> Issued {
+                    nullptr, [&]() -> Issued {
                       auto host = on_host(tensors);
                       return {host_->recvAnysource(host, tag), nullptr};
                     });
@@ -451,8 +758,10 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::recvAnysource(TensorList& tensors, 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::barrier(const c10d::BarrierOptions& opts) {
   // The device in opts (barrier(device_ids=[local_rank])) only chose this
   // backend; the host's barrier needs no tensor.
+  std::function<void()> on_shm;
+  if (shm_) on_shm = [&] { shm_->barrier(); };
   return collective({OpType::BARRIER, "barrier", {}, {}, at::Tensor(), Sig::of(OpType::BARRIER, at::Tensor(), 0, -1)},
-                    [&]() -> Issued { return {host_->barrier(opts), nullptr}; });
+                    on_shm, [&]() -> Issued { return {host_->barrier(opts), nullptr}; });
 }
 
 // ---- group management ------------------------------------------------------
@@ -491,6 +800,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupNeuron::split(const c10::intrusive
 void ProcessGroupNeuron::setTimeout(std::chrono::milliseconds timeout) {
   options_->timeout = timeout;
   host_->setTimeout(timeout);
+  if (shm_) shm_->set_timeout(timeout);
 }
 
 void ProcessGroupNeuron::setGroupUid(const std::string& pg_uid) {

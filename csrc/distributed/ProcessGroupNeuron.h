@@ -1,11 +1,14 @@
 // The c10d backend of the neuron device ("neuron" in init_process_group).
 //
-// NeuronCores exchange data over the Neuron collectives engine; the emulator
-// keeps device memory in host RAM, so the collectives run in a host backend
-// (gloo, over TCP: one host or many) directly on zero-copy CPU aliases of the
-// device tensors (neuron::host_alias). No staging copy is made, so bandwidth is
-// gloo's on CPU tensors. A runtime whose device memory the host cannot address
-// would stage through pinned host buffers here instead.
+// NeuronCores exchange data over the Neuron collectives engine (NeuronLink
+// between the cores of an instance, EFA between instances); the emulator keeps
+// device memory in host RAM, so the collectives run on zero-copy CPU aliases of
+// the device tensors (neuron::host_alias), over one of two data paths chosen
+// once per group, the same on every rank:
+//  * ranks of one host: shared memory (SharedMemoryCollectives.h), near the
+//    host's memory-copy speed; TORCHNEURON_SHM_COLLECTIVES=0 turns it off;
+//  * groups spanning hosts, and what the shared-memory path does not carry
+//    (send/recv, bool and complex reductions): a host backend, gloo over TCP.
 //
 // The backend serves CPU tensors too (forwarded to the host backend as they
 // are), so `init_process_group("neuron")` alone also carries object
@@ -13,7 +16,9 @@
 #pragma once
 
 #include "distributed/CollectiveCheck.h"
+#include "distributed/HostReduction.h"
 #include "distributed/NeuronWork.h"
+#include "distributed/SharedMemoryCollectives.h"
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -50,6 +55,8 @@ class ProcessGroupNeuron : public c10d::Backend {
   const c10::intrusive_ptr<c10d::Backend>& host() const { return host_; }
   // How the pre-collective check runs: "shared memory", "network" (through the host backend) or "off".
   std::string check_transport() const;
+  // Which path moves the data of the collectives it carries: "shared memory" or "gloo".
+  std::string data_transport() const { return shm_ ? "shared memory" : "gloo"; }
 
   bool supportsSplitting() const override { return true; }
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
@@ -112,10 +119,21 @@ class ProcessGroupNeuron : public c10d::Backend {
  private:
   struct Call;
   struct Issued;
-  // The one body of every collective: check the devices, agree, issue on the host
-  // (`on_host() -> Issued`), wrap. Defined and used in ProcessGroupNeuron.cpp.
+  // The one body of every collective: check the devices, agree, then either run it
+  // on shared memory (`on_shm()`, when set: complete when it returns) or issue it on
+  // the host (`on_host() -> Issued`) and wrap. Defined and used in ProcessGroupNeuron.cpp.
   template <typename OnHost>
-  c10::intrusive_ptr<c10d::Work> collective(Call call, OnHost&& on_host);
+  c10::intrusive_ptr<c10d::Work> collective(Call call, const std::function<void()>& on_shm, OnHost&& on_host);
+  std::string describe(const char* name, const at::Tensor& example) const;
+  // The shared-memory bodies several collectives share (defined next to them).
+  std::function<void()> all_reduce_on_shm(std::vector<at::Tensor>& tensors, const HostReduction& plan);
+  void all_gather_on_shm(const at::Tensor& input, const std::vector<at::Tensor>& outputs);
+  void all_gather_into_on_shm(const at::Tensor& output, const at::Tensor& input, const char* name);
+  void reduce_scatter_on_shm(const at::Tensor& output, const std::vector<at::Tensor>& chunks,
+                             const HostReduction& plan);
+  void exchange_on_shm(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& recv);
+  // `whole` (contiguous, size_ x `part`'s elements) as size_ views of `part`'s size.
+  std::vector<at::Tensor> rank_slices(const at::Tensor& whole, const at::Tensor& part, const char* name) const;
 
   // Raises on every rank if the ranks are not all running this collective (CollectiveCheck.h).
   // Returns null, or for a collective that starts before every rank posted, the
@@ -132,6 +150,7 @@ class ProcessGroupNeuron : public c10d::Backend {
   c10::intrusive_ptr<Options> options_;
   HostFactory host_factory_;
   std::shared_ptr<SignatureBoard> board_;  // null: checks off, or through the host backend
+  std::unique_ptr<SharedMemoryCollectives> shm_;  // null: the data goes through the host backend
 
   // ProcessGroup::splitGroup (torch 2.13) calls split() once per device type
   // this backend serves (neuron and cpu), with the same store: the second call

@@ -10,6 +10,8 @@
 // gloo; every rank of a group agrees on which at creation.
 #pragma once
 
+#include "distributed/SharedSegment.h"
+
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
@@ -49,14 +51,12 @@ class SignatureBoard {
   void release(const Round& round);
 
  private:
-  SignatureBoard(void* base, size_t bytes, int rank, int size);
+  SignatureBoard(std::unique_ptr<SharedSegment> segment, int rank, int size);
   char* slot(uint32_t index) const;
   void wait_or_throw(std::chrono::steady_clock::time_point start, std::chrono::milliseconds timeout,
                      std::chrono::steady_clock::time_point& next_check) const;
-  std::string dead_peers() const;
 
-  void* base_;
-  size_t bytes_;
+  std::unique_ptr<SharedSegment> segment_;
   int rank_;
   int size_;
   uint32_t next_ = 0;  // collectives this rank has posted

@@ -1,0 +1,62 @@
+// A shared-memory segment mapped by every rank of a group on one host, and the
+// liveness of those ranks' processes.
+//
+// Rank 0 creates it (shm_open of a name unique to its process and a random
+// token), publishes the name through the group's store, every rank maps it,
+// and rank 0 unlinks the name once all have mapped it: nothing is left in
+// /dev/shm when the job ends, however it ends. (A crash during connect() may
+// leave a name behind; it never collides with a later job's, and the next
+// connect() on the host removes it once its creator is gone.)
+//
+// The ranks use the segment only if all of them mapped the same one, run on
+// the same host (hostname, compared through the store) and see each other's
+// processes (same pid namespace: a waiting rank notices a dead peer by its
+// pid): connect() returns a segment on every rank or null on every rank.
+// Users: SignatureBoard (the pre-collective check) and SharedMemoryCollectives
+// (the data path).
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace neuron::distributed {
+
+class SharedSegment {
+ public:
+  // Collective over `store`: every rank of the group calls it with the same
+  // `kind` (a short word naming the user, in the segment's name and store keys)
+  // and `bytes`. The bytes are zero-filled and committed (a host whose
+  // /dev/shm is too small fails here, not with SIGBUS later).
+  static std::unique_ptr<SharedSegment> connect(c10d::Store& store, const std::string& kind, int rank, int size,
+                                                size_t bytes);
+  ~SharedSegment();
+  SharedSegment(const SharedSegment&) = delete;
+  SharedSegment& operator=(const SharedSegment&) = delete;
+
+  char* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  // The peers whose process has exited: "rank 1 (pid 123), rank 3 (pid 456)", or "".
+  std::string dead_peers() const;
+
+ private:
+  SharedSegment(void* base, size_t mapped, size_t header, int rank, int size);
+
+  void* base_;
+  size_t mapped_;
+  char* data_;
+  size_t bytes_;
+  int rank_;
+  int size_;
+};
+
+// Sleeps while the 32-bit word (in a shared segment: other processes wake it) holds `expected`, at
+// most `at_most`; returns early when woken or when the word changed. Wakes every sleeper of the word.
+void futex_wait_shared(uint32_t* word, uint32_t expected, std::chrono::milliseconds at_most);
+void futex_wake_all_shared(uint32_t* word);
+
+} // namespace neuron::distributed
