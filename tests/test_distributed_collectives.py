@@ -1,8 +1,9 @@
 """Every collective of the neuron c10d backend against the same collective of gloo on CPU tensors.
 
-Two runs: two torchrun agents (two emulated hosts, 2 ranks each: data and
+Three runs: two torchrun agents (two emulated hosts, 2 ranks each: data and
 pre-collective check through gloo, as between real hosts), and one agent of 4
-ranks (one host: data and check through shared memory); rendezvous on
+ranks (one host: data and check through shared memory), also with device
+memory guarded (TORCHNEURON_STRICT_MEMORY=1); rendezvous on
 127.0.0.1, the agents execute this file as their script. Each rank runs each
 collective on neuron tensors over the "neuron" group and on CPU copies over a
 gloo group, and compares: bit-exact for integers, allclose for floats (on
@@ -32,6 +33,9 @@ LAYOUTS = {
                   "network", "gloo"),
     # One host: check (SignatureBoard) and data (SharedMemoryCollectives) through shared memory, the default.
     "one_host": (1, 4, {}, "shared memory", "shared memory"),
+    # The same with device memory inaccessible outside the host bridge (docs/runtime.md): the shared-memory
+    # path reaches device memory only through the bridge, as it would have to on a real Neuron runtime.
+    "one_host_strict_memory": (1, 4, {"TORCHNEURON_STRICT_MEMORY": "1"}, "shared memory", "shared memory"),
 }
 
 
@@ -53,6 +57,8 @@ def test_collectives_match_gloo(layout):
         assert f"rank {rank} bound to neuron:{rank % per_agent}" in out, out
         assert f"rank {rank} checks collectives through {transport}" in out, out
         assert f"rank {rank} moves data through {data}" in out, out
+        if "TORCHNEURON_STRICT_MEMORY" in extra_env:
+            assert f"rank {rank} guards device memory: True" in out, out
         n = out.count(f"[{rank}] ok ")  # not per line: two ranks' prints can interleave on one line
         assert n >= EXPECTED_CHECKS, f"rank {rank} ran only {n} checks:\n{out}"
     # Every segment is unlinked once all ranks mapped it: nothing of these ranks is left in /dev/shm.
@@ -426,6 +432,7 @@ CHECKS = [check_all_reduce, check_gathers, check_reduce_scatters, check_rooted, 
 def _worker() -> None:
     import torch
     import torch.distributed as dist
+    import torch_neuronx
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local = int(os.environ["LOCAL_RANK"])
@@ -438,6 +445,7 @@ def _worker() -> None:
     print(f"rank {rank} checks collectives through {backend.check_transport}", flush=True)
     print(f"rank {rank} moves data through {backend.data_transport}", flush=True)
     print(f"rank {rank} has pid {os.getpid()}", flush=True)
+    print(f"rank {rank} guards device memory: {torch_neuronx._C._guards_host_access()}", flush=True)
     t.shared_memory = backend.data_transport == "shared memory"
     for check in CHECKS:
         check(t)
