@@ -12,13 +12,19 @@ ENVIRONMENT_ERROR = 3  # exit code: no worker could start (1: failures on neuron
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
-        "compat", help="compatibility matrix of Transformers causal-LM architectures",
+        "compat", help="compatibility matrix of Transformers causal-LM architectures or Diffusers pipelines",
         description="Build a tiny random model of every causal-LM architecture in Transformers, run forward, "
                     "backward and greedy generate() on CPU and on neuron (eager and torch.compile), and write "
-                    "OUT/compat.json and OUT/compat.md. Exit code 1 if an item that passes on CPU fails on neuron, 3 if the "
-                    "workers cannot start in this environment.")
+                    "OUT/compat.json and OUT/compat.md. With --suite diffusers: build every Diffusers pipeline "
+                    "class that has a recipe from tiny components and compare its output on neuron (eager, and with "
+                    "its denoiser compiled) with CPU's. Exit code 1 if an item that passes on CPU fails on neuron, "
+                    "3 if the workers cannot start in this environment.")
+    p.add_argument("--suite", choices=("transformers", "diffusers"), default="transformers",
+                   help="causal-LM architectures (default) or Diffusers pipelines")
     p.add_argument("--arch", nargs="+", metavar="NAME",
                    help="model_type(s) (default: all of them)")
+    p.add_argument("--pipeline", nargs="+", metavar="NAME",
+                   help="with --suite diffusers: pipeline class name(s) (default: all of them)")
     p.add_argument("--mode", choices=("eager", "compiled", "both"), default="both")
     p.add_argument("--jobs", type=int, default=1, help="architectures run at once (one process each; default 1)")
     p.add_argument("--out", default="compat-report", metavar="DIR", help="report directory (default ./compat-report)")
@@ -68,20 +74,25 @@ def main(args: argparse.Namespace) -> int:
     from . import report, runner
     from .progress import matrix_progress
     from .runner import WorkerStartError, run_matrix
-    from .architectures import causal_lm_architectures
 
     import signal
     signal.signal(signal.SIGTERM, _interrupt)
     console = Console()
-    suite = runner.TRANSFORMERS
+    diffusers = args.suite == "diffusers"
+    if args.pipeline and not diffusers or args.arch and diffusers:
+        console.print("[red]error:[/red] --pipeline goes with --suite diffusers, --arch with the Transformers suite")
+        return 2
+    suite = runner.DIFFUSERS if diffusers else runner.TRANSFORMERS
     if args.worker:
         import dataclasses
         suite = dataclasses.replace(suite, worker=args.worker)
-    known = causal_lm_architectures()
-    noun = "architectures"
+    known, not_runnable = _items(args.suite)
+    noun = "pipelines" if diffusers else "architectures"
     if args.list:
         for name, what in known.items():
             console.print(f"{name:30s} {what}", highlight=False)
+        for name, (category, reason) in not_runnable.items():
+            console.print(f"{name:30s} [yellow]{category}[/yellow]: {escape(reason)}")
         return 0
     if args.combine:
         merged: dict[str, dict] = {}
@@ -92,12 +103,16 @@ def main(args: argparse.Namespace) -> int:
             console.print(escape(report.summarize(merged, m).line()))
         console.print(f"report: {mpath}")
         return 0
-    archs = args.arch or list(known)
-    unknown = [a for a in archs if a not in known]
+    archs = (args.pipeline if diffusers else args.arch) or list(known) + list(not_runnable)
+    unknown = [a for a in archs if a not in known and a not in not_runnable]
     if unknown:
-        console.print(f"[red]error:[/red] not in Transformers' causal-LM mapping: {', '.join(unknown)} "
-                      f"(see `torchneuron compat --list`)")
+        where = "Diffusers' pipeline classes" if diffusers else "Transformers' causal-LM mapping"
+        console.print(f"[red]error:[/red] not in {where}: {', '.join(unknown)} "
+                      f"(see `torchneuron compat{' --suite diffusers' if diffusers else ''} --list`)")
         return 2
+    # pipelines that are not built here get their row without a worker (the reason is the result)
+    skipped = {a: _not_runnable_result(a, *not_runnable[a]) for a in archs if a in not_runnable}
+    archs = [a for a in archs if a in known]
     previous: dict[str, dict] = {}
     existing = os.path.join(args.out, "compat.json")
     if (args.resume or args.merge) and os.path.exists(existing):
@@ -106,6 +121,7 @@ def main(args: argparse.Namespace) -> int:
             archs = [a for a in archs if a not in previous]
     modes = ["eager", "compiled"] if args.mode == "both" else [args.mode]
 
+    previous = {**previous, **skipped}
     merged = dict(previous)
     with matrix_progress(console, noun, len(archs)) as progress:
 
@@ -129,6 +145,22 @@ def main(args: argparse.Namespace) -> int:
     console.print(f"report: {mpath}  {jpath}")
     ok = not any(report.counted_failure(r, m) for r in merged.values() for m in modes)
     return 0 if ok else 1
+
+
+def _items(suite: str) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
+    """(name -> what it is, for the items that run; name -> (category, reason) for those not run here)."""
+    if suite == "diffusers":
+        from .pipelines import registry
+        return registry.runnable(), registry.not_runnable()
+    from .architectures import causal_lm_architectures
+    return causal_lm_architectures(), {}
+
+
+def _not_runnable_result(name: str, category: str, reason: str) -> dict:
+    from .pipelines import registry
+    return {"arch": name, "suite": "diffusers", "family": registry.family(name), "mode": None, "built": False,
+            "cpu": {"status": "fail", "category": category, "error": reason}, "steps": {}, "compile": {},
+            "running": None, "seconds": {}}
 
 
 def vars_for_json(args: argparse.Namespace) -> dict:

@@ -82,6 +82,7 @@ class Summary:
     not_run: int = 0  # CPU-passing architectures without this mode's steps (a partial run)
     cpu_compiled_failing: int = 0  # compiled mode: not counted, they fail the same way compiled on CPU
     noun: str = "architectures"  # what the matrix counts (pipelines for Diffusers)
+    not_built: int = 0  # of cpu_failing: Diffusers pipelines not built here (no recipe, missing package, hub-only asset)
 
     @property
     def percent(self) -> float:
@@ -99,8 +100,10 @@ class Summary:
             extra += (f"; {self.cpu_compiled_failing} fail the same way compiled on CPU (Inductor): not counted, "
                       f"counting them {self.compatible}/{self.cpu_passing + self.cpu_compiled_failing} "
                       f"({self.percent_counting_all:.1f}%)")
+        built = f", {self.not_built} not built here" if self.not_built else ""
         return (f"{self.mode:8s} compatible: {self.compatible}/{self.cpu_passing} ({self.percent:.1f}%)"
-                f"  [{self.cpu_failing} of {self.total} {self.noun} fail on CPU too: not counted{extra}]")
+                f"  [{self.cpu_failing - self.not_built} of {self.total} {self.noun} fail on CPU too{built}: "
+                f"not counted{extra}]")
 
 
 def summarize(results: dict[str, dict], mode: str) -> Summary:
@@ -109,8 +112,14 @@ def summarize(results: dict[str, dict], mode: str) -> Summary:
     cpu_too = [r for r in ran_mode if mode == "compiled" and fails_compiled_on_cpu_too(r)]
     counted = [r for r in ran_mode if not (mode == "compiled" and fails_compiled_on_cpu_too(r))]
     noun = "pipelines" if any(r.get("suite") == "diffusers" for r in results.values()) else "architectures"
+    unbuilt = sum(1 for r in results.values() if not_built(r))
     return Summary(mode, sum(compatible(r, mode) for r in counted), len(counted), len(results),
-                   len(results) - len(passing), len(passing) - len(ran_mode), len(cpu_too), noun)
+                   len(results) - len(passing), len(passing) - len(ran_mode), len(cpu_too), noun, unbuilt)
+
+
+def not_built(result: dict) -> bool:
+    """A Diffusers pipeline the matrix did not build (no recipe, a missing package, an asset only the hub has)."""
+    return result.get("built") is False
 
 
 def outcomes(results: dict[str, dict], mode: str) -> dict[str, int]:

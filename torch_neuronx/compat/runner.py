@@ -36,6 +36,8 @@ class Suite:
 
 TRANSFORMERS = Suite("transformers", "torch_neuronx.compat.worker",
                      {"eager": EAGER_STEPS, "compiled": COMPILED_STEPS, "both": STEPS})
+DIFFUSERS = Suite("diffusers", "torch_neuronx.compat.pipelines.worker",
+                  {"eager": ("eager",), "compiled": ("compiled",), "both": ("eager", "compiled")})
 
 
 def _worker_env() -> dict:

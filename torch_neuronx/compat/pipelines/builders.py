@@ -1,0 +1,183 @@
+"""Recipes: how to build each pipeline class from tiny components, and how to call it.
+
+A recipe builds the pipeline's components (components.py, under a fixed seed: the same weights every
+time) and names what its call needs beyond the common inputs (inputs.py: prompt, two steps, a seeded CPU
+generator, a small image, a mask, ...). Written for Diffusers 0.42 (DIFFUSERS_WRITTEN_FOR): another
+version may rename components or inputs, and the worker says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from . import components as C
+
+DIFFUSERS_WRITTEN_FOR = "0.42"
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    components: Callable[[], dict]
+    call: dict = dataclasses.field(default_factory=dict)  # call arguments beyond the common inputs
+    size: int = 32  # image height and width (pixels)
+
+
+# ---- component sets, by family ------------------------------------------------------------------------------
+
+def _sd(in_channels: int = 4, scheduler=C.ddim, controlnet: bool = False, **unet) -> Callable[[], dict]:
+    def build() -> dict:
+        tok = C.clip_tokenizer()
+        out = {"unet": C.sd_unet(in_channels=in_channels, **unet), "vae": C.vae_kl(), "scheduler": scheduler(),
+               "text_encoder": C.clip_text(tok), "tokenizer": tok}
+        if controlnet:
+            out["controlnet"] = C.controlnet_for(C.sd_unet(**unet))
+        return out
+    return build
+
+
+def _sdxl(in_channels: int = 4, controlnet: bool = False) -> Callable[[], dict]:
+    def build() -> dict:
+        tok, tok2 = C.clip_tokenizer(), C.clip_tokenizer()
+        out = {"unet": C.sdxl_unet(in_channels=in_channels), "vae": C.vae_kl(), "scheduler": C.euler(),
+               "text_encoder": C.clip_text(tok), "tokenizer": tok,
+               "text_encoder_2": C.clip_text(tok2, with_projection=True), "tokenizer_2": tok2}
+        if controlnet:
+            out["controlnet"] = C.controlnet_for(C.sdxl_unet())
+        return out
+    return build
+
+
+def _unconditional(scheduler: str) -> Callable[[], dict]:
+    def build() -> dict:
+        import diffusers
+        return {"unet": C.unet_2d(), "scheduler": getattr(diffusers, scheduler)()}
+    return build
+
+
+def _flux(in_channels: int = 4, out_channels: int | None = None) -> Callable[[], dict]:
+    def build() -> dict:
+        tok, tok2 = C.clip_tokenizer(), C.t5_tokenizer()
+        return {"transformer": C.flux_transformer(in_channels, out_channels), "vae": C.vae_flux(),
+                "scheduler": C.flow_match(), "text_encoder": C.clip_text(tok, with_projection=False),
+                "tokenizer": tok, "text_encoder_2": C.t5_encoder(tok2), "tokenizer_2": tok2}
+    return build
+
+
+def _sd3() -> dict:
+    tok, tok2, tok3 = C.clip_tokenizer(), C.clip_tokenizer(), C.t5_tokenizer()
+    return {"transformer": C.sd3_transformer(), "vae": C.vae_kl(latent_channels=4, blocks=(4,), shift_factor=0.0609,
+                                                               scaling_factor=1.5035),
+            "scheduler": C.flow_match(),
+            "text_encoder": C.clip_text(tok, with_projection=True), "tokenizer": tok,
+            "text_encoder_2": C.clip_text(tok2, with_projection=True), "tokenizer_2": tok2,
+            "text_encoder_3": C.t5_encoder(tok3), "tokenizer_3": tok3}
+
+
+def _t5(transformer: Callable, vae: Callable, scheduler: Callable, umt5: bool = False) -> Callable[[], dict]:
+    """A denoiser conditioned on one T5 (or UMT5) encoder: PixArt, Latte, Wan, LTX, CogVideoX, Mochi, ..."""
+    def build() -> dict:
+        tok = C.t5_tokenizer()
+        return {"transformer": transformer(), "vae": vae(), "scheduler": scheduler(),
+                "text_encoder": C.t5_encoder(tok, umt5=umt5), "tokenizer": tok}
+    return build
+
+
+def _scheduler(name: str, **kw) -> Callable:
+    def make():
+        import diffusers
+        return getattr(diffusers, name)(**kw)
+    return make
+
+
+def _dit() -> dict:
+    return {"transformer": C.dit_transformer(), "vae": C.vae_kl(blocks=(4,)), "scheduler": C.ddim()}
+
+
+_T5_SHORT = {"max_sequence_length": 16}
+_PAG_SD3 = {"pag_applied_layers": ["blocks.0"]}  # the tiny transformer has one block
+_FLUX_CALL = {"max_sequence_length": 48}
+_PIXART_CALL = {"max_sequence_length": 16, "use_resolution_binning": False, "clean_caption": False}
+_VIDEO = {"max_sequence_length": 16, "num_frames": 9}
+
+RECIPES: dict[str, Recipe] = {
+    # Stable Diffusion 1.x/2.x and the pipelines built on its components
+    "StableDiffusionPipeline": Recipe(_sd()),
+    "StableDiffusionImg2ImgPipeline": Recipe(_sd()),
+    "StableDiffusionInpaintPipeline": Recipe(_sd(in_channels=9)),
+    "StableDiffusionInstructPix2PixPipeline": Recipe(_sd(in_channels=8)),
+    "StableDiffusionPAGPipeline": Recipe(_sd()),
+    "StableDiffusionPAGImg2ImgPipeline": Recipe(_sd()),
+    "StableDiffusionPAGInpaintPipeline": Recipe(_sd(in_channels=9)),
+    "StableDiffusionControlNetPipeline": Recipe(_sd(controlnet=True)),
+    "StableDiffusionControlNetImg2ImgPipeline": Recipe(_sd(controlnet=True)),
+    "StableDiffusionControlNetInpaintPipeline": Recipe(_sd(in_channels=9, controlnet=True)),
+    "StableDiffusionControlNetPAGPipeline": Recipe(_sd(controlnet=True)),
+    "StableDiffusionControlNetPAGInpaintPipeline": Recipe(_sd(in_channels=9, controlnet=True)),
+    "LatentConsistencyModelPipeline": Recipe(_sd(scheduler=C.lcm, time_cond_proj_dim=32)),
+    "LatentConsistencyModelImg2ImgPipeline": Recipe(_sd(scheduler=C.lcm, time_cond_proj_dim=32)),
+    "StableDiffusionSAGPipeline": Recipe(_sd()),
+    "StableDiffusionPanoramaPipeline": Recipe(_sd(), {"width": 64, "view_batch_size": 1}),
+    "StableDiffusionParadigmsPipeline": Recipe(_sd(scheduler=_scheduler("DDPMParallelScheduler"))),
+    "StableDiffusionModelEditingPipeline": Recipe(_sd(scheduler=C.euler)),
+    "SemanticStableDiffusionPipeline": Recipe(_sd()),
+    "StableDiffusionAttendAndExcitePipeline": Recipe(_sd(), {"token_indices": [2], "max_iter_to_alter": 1,
+                                                             "attn_res": (8, 8)}),
+    # Stable Diffusion XL
+    "StableDiffusionXLPipeline": Recipe(_sdxl()),
+    "StableDiffusionXLImg2ImgPipeline": Recipe(_sdxl(), {"strength": 0.8}),  # default 0.3 of 2 steps: none
+    "StableDiffusionXLInpaintPipeline": Recipe(_sdxl()),
+    "StableDiffusionXLPAGPipeline": Recipe(_sdxl()),
+    "StableDiffusionXLPAGImg2ImgPipeline": Recipe(_sdxl(), {"strength": 0.8}),
+    "StableDiffusionXLPAGInpaintPipeline": Recipe(_sdxl()),
+    "StableDiffusionXLInstructPix2PixPipeline": Recipe(_sdxl(in_channels=8)),
+    "StableDiffusionXLControlNetPipeline": Recipe(_sdxl(controlnet=True)),
+    "StableDiffusionXLControlNetImg2ImgPipeline": Recipe(_sdxl(controlnet=True)),
+    "StableDiffusionXLControlNetInpaintPipeline": Recipe(_sdxl(controlnet=True)),
+    "StableDiffusionXLControlNetPAGPipeline": Recipe(_sdxl(controlnet=True)),
+    "StableDiffusionXLControlNetPAGImg2ImgPipeline": Recipe(_sdxl(controlnet=True)),
+    # unconditional image generation
+    "DDPMPipeline": Recipe(_unconditional("DDPMScheduler"), size=16),
+    "DDIMPipeline": Recipe(_unconditional("DDIMScheduler"), size=16),
+    "PNDMPipeline": Recipe(_unconditional("PNDMScheduler"), {"num_inference_steps": 20}, size=16),  # PRK warm-up
+    "ScoreSdeVePipeline": Recipe(_unconditional("ScoreSdeVeScheduler"), size=16),
+    "KarrasVePipeline": Recipe(_unconditional("KarrasVeScheduler"), size=16),
+    "RePaintPipeline": Recipe(_unconditional("RePaintScheduler"), {"jump_length": 1, "jump_n_sample": 1}),
+    "DiTPipeline": Recipe(_dit, {"class_labels": [1]}, size=16),
+    # Flux
+    "FluxPipeline": Recipe(_flux(), _FLUX_CALL, size=8),
+    "FluxImg2ImgPipeline": Recipe(_flux(), _FLUX_CALL, size=32),
+    "FluxInpaintPipeline": Recipe(_flux(), _FLUX_CALL, size=32),
+    "FluxControlPipeline": Recipe(_flux(in_channels=8, out_channels=4), _FLUX_CALL, size=8),
+    "FluxControlImg2ImgPipeline": Recipe(_flux(in_channels=8, out_channels=4), _FLUX_CALL, size=32),
+    "FluxControlInpaintPipeline": Recipe(_flux(in_channels=8, out_channels=4), _FLUX_CALL, size=32),
+    "ChromaPipeline": Recipe(_t5(C.chroma_transformer, C.vae_flux, C.flow_match), _FLUX_CALL, size=8),
+    "ChromaImg2ImgPipeline": Recipe(_t5(C.chroma_transformer, C.vae_flux, C.flow_match), _FLUX_CALL, size=32),
+    # Stable Diffusion 3
+    "StableDiffusion3Pipeline": Recipe(_sd3, _T5_SHORT),
+    "StableDiffusion3Img2ImgPipeline": Recipe(_sd3, _T5_SHORT),
+    "StableDiffusion3PAGPipeline": Recipe(lambda: _sd3() | _PAG_SD3, _T5_SHORT),
+    "StableDiffusion3PAGImg2ImgPipeline": Recipe(lambda: _sd3() | _PAG_SD3, _T5_SHORT),
+    # T5-conditioned image transformers
+    "PixArtAlphaPipeline": Recipe(_t5(C.pixart_transformer, C.vae_kl, C.ddim), _PIXART_CALL),
+    "PixArtSigmaPipeline": Recipe(_t5(C.pixart_transformer, C.vae_kl, C.ddim), _PIXART_CALL),
+    "PixArtSigmaPAGPipeline": Recipe(_t5(C.pixart_transformer, C.vae_kl, C.ddim), _PIXART_CALL),
+    "AuraFlowPipeline": Recipe(_t5(C.auraflow_transformer, C.vae_kl, C.flow_match, umt5=True), _T5_SHORT),
+    "CogView3PlusPipeline": Recipe(_t5(C.cogview3_transformer, C.vae_kl, _scheduler("CogVideoXDDIMScheduler")),
+                                   _T5_SHORT, size=16),
+    # T5-conditioned video transformers
+    "LattePipeline": Recipe(_t5(C.latte_transformer, lambda: C.vae_kl(blocks=(4,)), C.ddim),
+                            {"video_length": 1, "clean_caption": False}, size=8),
+    "WanPipeline": Recipe(_t5(C.wan_transformer, C.wan_vae, _scheduler("FlowMatchEulerDiscreteScheduler", shift=7.0),
+                              umt5=True), _VIDEO, size=16),
+    "LTXPipeline": Recipe(_t5(C.ltx_transformer, C.ltx_vae, C.flow_match), _VIDEO),
+    "CogVideoXPipeline": Recipe(_t5(C.cogvideox_transformer, C.cogvideox_vae, C.ddim),
+                                {"max_sequence_length": 16, "num_frames": 8}, size=16),
+    "MochiPipeline": Recipe(_t5(C.mochi_transformer, C.mochi_vae, C.flow_match),
+                            {"max_sequence_length": 16, "num_frames": 7}, size=16),
+    "AllegroPipeline": Recipe(_t5(C.allegro_transformer, C.allegro_vae, C.ddim),
+                              {"max_sequence_length": 16, "num_frames": 8, "clean_caption": False}, size=16),
+}
+
+# Pipeline classes that cannot be built here, with the category and the reason.
+UNBUILDABLE: dict[str, tuple[str, str]] = {}

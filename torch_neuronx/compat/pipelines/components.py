@@ -1,0 +1,297 @@
+"""Tiny random components of Diffusers pipelines, built here from configs (no model hub, no downloads).
+
+Sizes follow what Diffusers' own pipeline tests use (`get_dummy_components` in tests/pipelines/ of the
+diffusers repository, written against Diffusers 0.40-0.42): a few channels, one or two blocks, so that a
+whole pipeline runs two denoising steps in seconds. Text width is TEXT_DIM everywhere, so any text encoder
+here fits any denoiser here.
+
+Tokenizers are built locally from a small vocabulary: a character-level CLIP BPE, a T5 unigram and a
+byte-level Qwen2 BPE. Their ids are what the tiny text encoders embed (vocab sizes match).
+"""
+
+from __future__ import annotations
+
+import string
+
+TEXT_DIM = 32  # hidden size of every tiny text encoder, and the cross-attention width of every tiny denoiser
+MAX_TOKENS = 77  # CLIP's context; T5 prompts are cut to the pipeline's max_sequence_length
+
+_CHARS = string.ascii_lowercase + string.digits + " .,!?'-"
+
+
+# ---- tokenizers ----------------------------------------------------------------------------------------------
+
+def clip_tokenizer():
+    """CLIP's BPE over single characters (no merges): every prompt of lowercase text tokenizes."""
+    from transformers import CLIPTokenizer
+    vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
+    for c in _CHARS.replace(" ", ""):
+        vocab.setdefault(c, len(vocab))
+        vocab.setdefault(c + "</w>", len(vocab))
+    return CLIPTokenizer(vocab=vocab, merges=[], model_max_length=MAX_TOKENS)
+
+
+def t5_tokenizer():
+    """A T5 unigram over single characters (ids 0-2: pad, eos, unk, as T5's)."""
+    from transformers import T5Tokenizer
+    pieces = [("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), ("\u2581", -1.0)]
+    pieces += [(c, -2.0) for c in _CHARS.replace(" ", "")] + [("\u2581" + c, -1.5) for c in string.ascii_lowercase]
+    return T5Tokenizer(vocab=pieces, extra_ids=0, model_max_length=512)
+
+
+def vocab_size(tokenizer) -> int:
+    return len(tokenizer)
+
+
+# ---- text encoders -------------------------------------------------------------------------------------------
+
+def clip_text(tokenizer, with_projection: bool = False, hidden: int = TEXT_DIM, layers: int = 2):
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection
+    cfg = CLIPTextConfig(vocab_size=vocab_size(tokenizer), hidden_size=hidden, intermediate_size=37,
+                         num_hidden_layers=layers, num_attention_heads=4, max_position_embeddings=MAX_TOKENS,
+                         projection_dim=hidden, bos_token_id=0, eos_token_id=1, pad_token_id=1, hidden_act="gelu")
+    return (CLIPTextModelWithProjection if with_projection else CLIPTextModel)(cfg)
+
+
+def t5_encoder(tokenizer, d_model: int = TEXT_DIM, umt5: bool = False):
+    from transformers import T5Config, T5EncoderModel, UMT5Config, UMT5EncoderModel
+    kwargs = dict(vocab_size=vocab_size(tokenizer), d_model=d_model, d_kv=8, d_ff=37, num_layers=2, num_heads=4,
+                  relative_attention_num_buckets=8)
+    if umt5:
+        return UMT5EncoderModel(UMT5Config(**kwargs))
+    return T5EncoderModel(T5Config(**kwargs))
+
+
+# ---- autoencoders --------------------------------------------------------------------------------------------
+
+def vae_kl(latent_channels: int = 4, blocks: tuple[int, ...] = (4, 8), **extra):
+    """AutoencoderKL; the latent is 2**(len(blocks)-1) times smaller than the image."""
+    from diffusers import AutoencoderKL
+    return AutoencoderKL(block_out_channels=blocks, in_channels=3, out_channels=3, latent_channels=latent_channels,
+                         down_block_types=("DownEncoderBlock2D",) * len(blocks),
+                         up_block_types=("UpDecoderBlock2D",) * len(blocks), norm_num_groups=2 if blocks[0] % 2 == 0
+                         else 1, sample_size=32, layers_per_block=1, **extra)
+
+
+def vae_flux():
+    """Flux/SD3-style VAE of the Flux tests: one block (no downsampling), one latent channel."""
+    from diffusers import AutoencoderKL
+    return AutoencoderKL(sample_size=32, in_channels=3, out_channels=3, block_out_channels=(4,), layers_per_block=1,
+                         latent_channels=1, norm_num_groups=1, use_quant_conv=False, use_post_quant_conv=False,
+                         shift_factor=0.0609, scaling_factor=1.5035)
+
+
+# ---- denoisers -----------------------------------------------------------------------------------------------
+
+def sd_unet(in_channels: int = 4, out_channels: int = 4, cross_attention_dim: int = TEXT_DIM, **extra):
+    """Stable Diffusion 1.x-style UNet2DConditionModel."""
+    from diffusers import UNet2DConditionModel
+    return UNet2DConditionModel(block_out_channels=(8, 16), layers_per_block=1, sample_size=16,
+                                in_channels=in_channels, out_channels=out_channels,
+                                down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+                                up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+                                cross_attention_dim=cross_attention_dim, norm_num_groups=4, attention_head_dim=4,
+                                **extra)
+
+
+def sdxl_unet(in_channels: int = 4, **extra):
+    """SDXL-style UNet: text_time conditioning on the pooled text (TEXT_DIM) and 6 time ids of width 8."""
+    from diffusers import UNet2DConditionModel
+    return UNet2DConditionModel(block_out_channels=(8, 16), layers_per_block=1, sample_size=16,
+                                in_channels=in_channels, out_channels=4,
+                                down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+                                up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), attention_head_dim=(2, 4),
+                                use_linear_projection=True, addition_embed_type="text_time",
+                                addition_time_embed_dim=8, transformer_layers_per_block=(1, 2),
+                                projection_class_embeddings_input_dim=80,  # 6 * 8 + 32
+                                cross_attention_dim=64, norm_num_groups=4, **extra)
+
+
+def unet_2d(in_channels: int = 3, sample_size: int = 16):
+    """Unconditional UNet2DModel (DDPM, DDIM, PNDM...)."""
+    from diffusers import UNet2DModel
+    return UNet2DModel(block_out_channels=(8, 16), layers_per_block=1, sample_size=sample_size,
+                       in_channels=in_channels, out_channels=in_channels, norm_num_groups=4,
+                       down_block_types=("DownBlock2D", "AttnDownBlock2D"),
+                       up_block_types=("AttnUpBlock2D", "UpBlock2D"))
+
+
+def flux_transformer(in_channels: int = 4, out_channels: int | None = None, guidance: bool = False):
+    from diffusers import FluxTransformer2DModel
+    return FluxTransformer2DModel(patch_size=1, in_channels=in_channels, out_channels=out_channels, num_layers=1,
+                                  num_single_layers=1, attention_head_dim=16, num_attention_heads=2,
+                                  joint_attention_dim=TEXT_DIM, pooled_projection_dim=TEXT_DIM,
+                                  axes_dims_rope=[4, 4, 8], guidance_embeds=guidance)
+
+
+def sd3_transformer():
+    from diffusers import SD3Transformer2DModel
+    return SD3Transformer2DModel(sample_size=32, patch_size=1, in_channels=4, num_layers=1, attention_head_dim=8,
+                                 num_attention_heads=4, caption_projection_dim=32, joint_attention_dim=TEXT_DIM,
+                                 pooled_projection_dim=2 * TEXT_DIM, out_channels=4)
+
+
+def pixart_transformer(sample_size: int = 8, **extra):
+    from diffusers import PixArtTransformer2DModel
+    return PixArtTransformer2DModel(sample_size=sample_size, num_layers=2, patch_size=2, attention_head_dim=8,
+                                    num_attention_heads=3, caption_channels=TEXT_DIM, in_channels=4,
+                                    cross_attention_dim=24, out_channels=8, attention_bias=True,
+                                    activation_fn="gelu-approximate", num_embeds_ada_norm=1000,
+                                    norm_type="ada_norm_single", norm_elementwise_affine=False, norm_eps=1e-6,
+                                    **extra)
+
+
+# ---- schedulers ----------------------------------------------------------------------------------------------
+
+def ddim():
+    from diffusers import DDIMScheduler
+    return DDIMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", clip_sample=False,
+                         set_alpha_to_one=False)
+
+
+def euler():
+    from diffusers import EulerDiscreteScheduler
+    return EulerDiscreteScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
+                                  steps_offset=1)
+
+
+def flow_match():
+    from diffusers import FlowMatchEulerDiscreteScheduler
+    return FlowMatchEulerDiscreteScheduler()
+
+
+def lcm():
+    from diffusers import LCMScheduler
+    return LCMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", clip_sample=False,
+                        set_alpha_to_one=False)
+
+
+# ---- more denoisers and conditioning models -----------------------------------------------------------------
+
+def controlnet_for(unet):
+    """A ControlNet shaped like `unet`; its condition embedder halves the image once (the VAE's factor 2)."""
+    from diffusers import ControlNetModel
+    return ControlNetModel.from_unet(unet, conditioning_embedding_out_channels=(4, 8))
+
+
+def dit_transformer(sample_size: int = 16):
+    from diffusers import DiTTransformer2DModel
+    return DiTTransformer2DModel(sample_size=sample_size, num_layers=2, patch_size=4, attention_head_dim=8,
+                                 num_attention_heads=2, in_channels=4, out_channels=8, attention_bias=True,
+                                 activation_fn="gelu-approximate", num_embeds_ada_norm=1000, norm_type="ada_norm_zero",
+                                 norm_elementwise_affine=False)
+
+
+def chroma_transformer():
+    from diffusers import ChromaTransformer2DModel
+    return ChromaTransformer2DModel(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1,
+                                    attention_head_dim=16, num_attention_heads=2, joint_attention_dim=TEXT_DIM,
+                                    axes_dims_rope=[4, 4, 8], approximator_hidden_dim=32, approximator_layers=1,
+                                    approximator_num_channels=16)
+
+
+def auraflow_transformer():
+    from diffusers import AuraFlowTransformer2DModel
+    return AuraFlowTransformer2DModel(sample_size=32, patch_size=2, in_channels=4, num_mmdit_layers=1,
+                                      num_single_dit_layers=1, attention_head_dim=8, num_attention_heads=4,
+                                      caption_projection_dim=32, joint_attention_dim=TEXT_DIM, out_channels=4,
+                                      pos_embed_max_size=256)
+
+
+def cogview3_transformer():
+    from diffusers import CogView3PlusTransformer2DModel
+    return CogView3PlusTransformer2DModel(patch_size=2, in_channels=4, num_layers=1, attention_head_dim=4,
+                                          num_attention_heads=2, out_channels=4, text_embed_dim=TEXT_DIM,
+                                          time_embed_dim=8, condition_dim=2, pos_embed_max_size=8, sample_size=8)
+
+
+def latte_transformer():
+    from diffusers import LatteTransformer3DModel
+    return LatteTransformer3DModel(sample_size=8, num_layers=1, patch_size=2, attention_head_dim=8,
+                                   num_attention_heads=3, caption_channels=TEXT_DIM, in_channels=4,
+                                   cross_attention_dim=24, out_channels=8, attention_bias=True,
+                                   activation_fn="gelu-approximate", num_embeds_ada_norm=1000,
+                                   norm_type="ada_norm_single", norm_elementwise_affine=False, norm_eps=1e-6)
+
+
+def wan_vae():
+    from diffusers import AutoencoderKLWan
+    return AutoencoderKLWan(base_dim=3, z_dim=16, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
+                            temperal_downsample=[False, True, True])
+
+
+def wan_transformer(in_channels: int = 16, **extra):
+    from diffusers import WanTransformer3DModel
+    return WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=12,
+                                 in_channels=in_channels, out_channels=16, text_dim=TEXT_DIM, freq_dim=256,
+                                 ffn_dim=32, num_layers=2, cross_attn_norm=True, qk_norm="rms_norm_across_heads",
+                                 rope_max_seq_len=32, **extra)
+
+
+def ltx_vae():
+    from diffusers import AutoencoderKLLTXVideo
+    vae = AutoencoderKLLTXVideo(in_channels=3, out_channels=3, latent_channels=8, block_out_channels=(8, 8, 8, 8),
+                                decoder_block_out_channels=(8, 8, 8, 8), layers_per_block=(1, 1, 1, 1, 1),
+                                decoder_layers_per_block=(1, 1, 1, 1, 1),
+                                spatio_temporal_scaling=(True, True, False, False),
+                                decoder_spatio_temporal_scaling=(True, True, False, False),
+                                decoder_inject_noise=(False, False, False, False, False),
+                                upsample_residual=(False, False, False, False), upsample_factor=(1, 1, 1, 1),
+                                timestep_conditioning=False, patch_size=1, patch_size_t=1, encoder_causal=True,
+                                decoder_causal=False)
+    vae.use_framewise_encoding = False
+    vae.use_framewise_decoding = False
+    return vae
+
+
+def ltx_transformer():
+    from diffusers import LTXVideoTransformer3DModel
+    return LTXVideoTransformer3DModel(in_channels=8, out_channels=8, patch_size=1, patch_size_t=1,
+                                      num_attention_heads=4, attention_head_dim=8, cross_attention_dim=32,
+                                      num_layers=1, caption_channels=TEXT_DIM)
+
+
+def cogvideox_vae():
+    from diffusers import AutoencoderKLCogVideoX
+    return AutoencoderKLCogVideoX(in_channels=3, out_channels=3, down_block_types=("CogVideoXDownBlock3D",) * 4,
+                                  up_block_types=("CogVideoXUpBlock3D",) * 4, block_out_channels=(8, 8, 8, 8),
+                                  latent_channels=4, layers_per_block=1, norm_num_groups=2,
+                                  temporal_compression_ratio=4)
+
+
+def cogvideox_transformer(in_channels: int = 4, **extra):
+    from diffusers import CogVideoXTransformer3DModel
+    return CogVideoXTransformer3DModel(num_attention_heads=4, attention_head_dim=8, in_channels=in_channels,
+                                       out_channels=4, time_embed_dim=2, text_embed_dim=TEXT_DIM, num_layers=1,
+                                       sample_width=2, sample_height=2, sample_frames=9, patch_size=2,
+                                       temporal_compression_ratio=4, max_text_seq_length=16, **extra)
+
+
+def mochi_vae():
+    from diffusers import AutoencoderKLMochi
+    return AutoencoderKLMochi(latent_channels=12, out_channels=3, encoder_block_out_channels=(32, 32, 32, 32),
+                              decoder_block_out_channels=(32, 32, 32, 32), layers_per_block=(1, 1, 1, 1, 1))
+
+
+def mochi_transformer():
+    from diffusers import MochiTransformer3DModel
+    return MochiTransformer3DModel(patch_size=2, num_attention_heads=2, attention_head_dim=8, num_layers=2,
+                                   pooled_projection_dim=16, in_channels=12, out_channels=None, qk_norm="rms_norm",
+                                   text_embed_dim=TEXT_DIM, time_embed_dim=4, activation_fn="swiglu",
+                                   max_sequence_length=16)
+
+
+def allegro_vae():
+    from diffusers import AutoencoderKLAllegro
+    vae = AutoencoderKLAllegro(in_channels=3, out_channels=3, down_block_types=("AllegroDownBlock3D",) * 4,
+                               up_block_types=("AllegroUpBlock3D",) * 4, block_out_channels=(8, 8, 8, 8),
+                               latent_channels=4, layers_per_block=1, norm_num_groups=2, temporal_compression_ratio=4)
+    vae.enable_tiling()
+    return vae
+
+
+def allegro_transformer():
+    from diffusers import AllegroTransformer3DModel
+    return AllegroTransformer3DModel(num_attention_heads=2, attention_head_dim=12, in_channels=4, out_channels=4,
+                                     num_layers=1, cross_attention_dim=24, sample_width=8, sample_height=8,
+                                     sample_frames=8, caption_channels=TEXT_DIM)

@@ -1,0 +1,210 @@
+"""One Diffusers pipeline's checks, run in a process of its own (the runner starts one per pipeline).
+
+    python -m torch_neuronx.compat.pipelines.worker FluxPipeline --mode both --out result.json
+
+The pipeline is built from tiny components under a fixed seed and run on CPU: the reference output
+(images, video frames, audio or latents). It is built again (same weights) and run on neuron:
+
+  eager     the whole pipeline on neuron, output allclose to CPU's
+  compiled  the same, its denoiser (unet / transformer) compiled with torch.compile(backend="neuron"),
+            as users do (`pipe.transformer.compile(...)`); no graph break, no recompile across steps
+
+A compiled failure that a model's own code can cause (graph break, recompile, numbers) is run again on
+CPU, the denoiser compiled by Inductor under the neuron backend's rules (compat/cpu_reference.py): the
+same failure there means the pipeline does not compile cleanly on any device (`cpu_too`).
+
+The result file is the Transformers worker's (compat/worker.py: Result), rewritten after every step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+
+STEPS = {"eager": ("eager",), "compiled": ("compiled",), "both": ("eager", "compiled")}
+# Pixel values are in [0, 1]. Both sides run the same host kernels, so eager outputs are mostly
+# bit-identical; the margin covers compiled graphs that fuse differently, over two denoising steps.
+ATOL, RTOL = 1e-4, 1e-3
+DENOISERS = ("unet", "transformer", "transformer_2", "prior", "decoder")
+
+
+def build(name: str):
+    """(pipeline class, its components), built from the recipe under a fixed seed: the same weights each call."""
+    import torch
+    from .builders import DIFFUSERS_WRITTEN_FOR, RECIPES
+    from .registry import import_error, pipeline_classes
+    if name not in pipeline_classes():
+        raise import_error(name)
+    cls = pipeline_classes()[name]
+    torch.manual_seed(0)
+    comps = RECIPES[name].components()
+    params = inspect.signature(cls.__init__).parameters
+    extra = sorted(set(comps) - set(params))
+    if extra:
+        import diffusers
+        raise TypeError(f"{name}.__init__ takes no {', '.join(extra)}: the recipe was written for Diffusers "
+                        f"{DIFFUSERS_WRITTEN_FOR}, this is {diffusers.__version__} (update compat/pipelines/builders.py)")
+    for p, spec in params.items():
+        if p in comps or p == "self" or spec.kind in (spec.VAR_KEYWORD, spec.VAR_POSITIONAL):
+            continue
+        if p == "requires_safety_checker":
+            comps[p] = False
+        elif spec.default is inspect.Parameter.empty:
+            comps[p] = None  # optional models (safety checker, feature extractor, image encoder): left out
+    return cls, comps
+
+
+def denoisers(pipe) -> dict:
+    import torch
+    return {n: getattr(pipe, n) for n in DENOISERS if isinstance(getattr(pipe, n, None), torch.nn.Module)}
+
+
+def run_pipeline(name: str, device: str, compile_backend=None) -> np.ndarray:
+    """Build `name`, move it to `device`, optionally compile its denoisers, run it once: the output array."""
+    import torch
+    from .builders import RECIPES
+    from .inputs import as_array, call_kwargs
+    cls, comps = build(name)
+    pipe = cls(**comps)
+    pipe = pipe.to(device)
+    if device == "neuron":
+        from .. import faults
+        for module in denoisers(pipe).values():
+            faults.on_neuron_model(name, module)
+    pipe.set_progress_bar_config(disable=True)
+    if compile_backend is not None:
+        found = denoisers(pipe)
+        if not found:
+            raise LookupError(f"{name} has none of {', '.join(DENOISERS)} to compile")
+        for module in found.values():
+            module.compile(backend=compile_backend, dynamic=False)
+    recipe = RECIPES[name]
+    with torch.no_grad():
+        out = pipe(**call_kwargs(cls, recipe.size, recipe.call))
+    return as_array(out)
+
+
+def compare(ref: np.ndarray, got: np.ndarray) -> tuple[bool, float, str]:
+    if ref.shape != got.shape:
+        return False, float("inf"), f"output shape {got.shape} != CPU {ref.shape}"
+    diff = float(np.abs(ref - got).max()) if ref.size else 0.0
+    ok = bool(np.allclose(ref, got, atol=ATOL, rtol=RTOL, equal_nan=True))
+    return ok, diff, "" if ok else f"output differs: max |diff| {diff:.3g} (atol {ATOL}, rtol {RTOL})"
+
+
+def _compiled(name: str, backend, device: str):
+    """(output, compile counts) of a run with the denoiser compiled by `backend`."""
+    from .. import compile_counters
+    with compile_counters.counting_from_scratch() as counts:
+        out = run_pipeline(name, device, compile_backend=backend)
+    return out, counts
+
+
+def _step(name: str, step: str, ref: np.ndarray, result, shared: dict) -> None:
+    from .. import faults
+    from ..categories import NUMERIC, classify, first_line
+    from ..worker import _compile_verdict
+    result.running(step)
+    t0 = time.monotonic()
+    try:
+        faults.on_neuron_step(name)
+        counts = None
+        if step == "eager":
+            got = run_pipeline(name, "neuron")
+        else:
+            got, counts = _compiled(name, "neuron", "neuron")
+            result.data["compile"]["compiled"] = vars(counts)
+            shared["compiled"] = got
+        ok, diff, detail = compare(ref, got)
+        category = None if ok else NUMERIC
+        if ok and counts is not None:
+            category, detail = _compile_verdict(counts)
+            ok = category is None
+        result.step(step, "pass" if ok else "fail", category=category, error=detail or None, max_abs_diff=diff,
+                    seconds=round(time.monotonic() - t0, 2))
+    except Exception as e:  # noqa: BLE001 - every failure is a result to report
+        result.step(step, "fail", category=classify(e), error=first_line(e), seconds=round(time.monotonic() - t0, 2),
+                    traceback=traceback.format_exc(limit=-6))
+
+
+def _recheck_on_cpu(name: str, ref: np.ndarray, result, shared: dict) -> None:
+    """The compiled step failed as a model can: compile the denoiser on CPU (Inductor, same rules) and compare."""
+    from .. import cpu_reference
+    from ..categories import NUMERIC, classify, first_line
+    from ..worker import RECHECK_ON_CPU, _compile_verdict
+    step = result.data["steps"].get("compiled", {})
+    if step.get("status") != "fail" or step.get("category") not in RECHECK_ON_CPU:
+        return
+    result.running("the compiled step on CPU, compiled by Inductor")
+    same_as_neuron = True
+    try:
+        got, counts = _compiled(name, cpu_reference.inductor_cpu, "cpu")
+        ok, _, detail = compare(ref, got)
+        category = None if ok else NUMERIC
+        if ok:
+            category, detail = _compile_verdict(counts)
+        elif "compiled" in shared:
+            same_as_neuron = compare(got, shared["compiled"])[0]
+    except Exception as e:  # noqa: BLE001 - a CPU failure is an answer too
+        category, detail = classify(e), first_line(e)
+    step["cpu_compiled"] = {"status": "pass" if category is None else "fail", "category": category,
+                            "error": detail or None}
+    if category == step["category"] and (category != NUMERIC or same_as_neuron):
+        step["cpu_too"] = True
+    result.save()
+
+
+def run(name: str, mode: str, out: str) -> int:
+    from ..worker import Result
+    result = Result(out, name, mode)
+    result.data.update(suite="diffusers")
+    import torch  # noqa: F401 - loads torch_neuronx (autoload)
+    import diffusers
+    import transformers
+    diffusers.utils.logging.set_verbosity_error()
+    transformers.logging.set_verbosity_error()
+    from .. import faults
+    from ..categories import CPU_FAILS, NEEDS_PACKAGE, classify, first_line
+    from .registry import family
+    result.data["family"] = family(name)
+    result.running("cpu")
+    t0 = time.monotonic()
+    try:
+        faults.on_build(name)
+        ref = run_pipeline(name, "cpu")
+    except Exception as e:  # noqa: BLE001 - the pipeline cannot run here at all
+        category = NEEDS_PACKAGE if classify(e) == NEEDS_PACKAGE else CPU_FAILS
+        result.data["cpu"] = {"status": "fail", "category": category, "error": first_line(e),
+                              "traceback": traceback.format_exc(limit=-6)}
+        result.running(None)
+        return 0
+    result.data["cpu"] = {"status": "pass", "output_shape": list(ref.shape)}
+    result.data["seconds"]["cpu"] = round(time.monotonic() - t0, 2)
+    shared: dict = {}
+    for step in STEPS[mode]:
+        _step(name, step, ref, result, shared)
+    _recheck_on_cpu(name, ref, result, shared)
+    result.running(None)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("pipeline")
+    parser.add_argument("--mode", choices=tuple(STEPS), default="both")
+    parser.add_argument("--out", required=True, help="result JSON file")
+    args = parser.parse_args(argv)
+    return run(args.pipeline, args.mode, args.out)
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # the result is on disk: skip a slow interpreter teardown
