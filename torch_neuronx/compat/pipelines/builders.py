@@ -90,6 +90,23 @@ def _scheduler(name: str, **kw) -> Callable:
     return make
 
 
+def _kandinsky22(in_channels: int = 4) -> Callable[[], dict]:
+    def build() -> dict:
+        from diffusers import DDIMScheduler
+        return {"unet": C.kandinsky_unet(in_channels), "movq": C.movq(),
+                "scheduler": DDIMScheduler(beta_schedule="linear", beta_start=0.00085, beta_end=0.012,
+                                           clip_sample=False, set_alpha_to_one=False, steps_offset=1)}
+    return build
+
+
+def _embedding(seed: int) -> Callable:
+    """A CLIP image embedding (1, TEXT_DIM), the same on every call (Kandinsky's decoders take it, not text)."""
+    def make():
+        import torch
+        return torch.randn(1, C.TEXT_DIM, generator=torch.Generator().manual_seed(seed))
+    return make
+
+
 def _dit() -> dict:
     return {"transformer": C.dit_transformer(), "vae": C.vae_kl(blocks=(4,)), "scheduler": C.ddim()}
 
@@ -98,6 +115,7 @@ _T5_SHORT = {"max_sequence_length": 16}
 _PAG_SD3 = {"pag_applied_layers": ["blocks.0"]}  # the tiny transformer has one block
 _FLUX_CALL = {"max_sequence_length": 48}
 _PIXART_CALL = {"max_sequence_length": 16, "use_resolution_binning": False, "clean_caption": False}
+_KANDINSKY_CALL = {"image_embeds": _embedding(1), "negative_image_embeds": _embedding(2)}
 _VIDEO = {"max_sequence_length": 16, "num_frames": 9}
 
 RECIPES: dict[str, Recipe] = {
@@ -144,6 +162,10 @@ RECIPES: dict[str, Recipe] = {
     "KarrasVePipeline": Recipe(_unconditional("KarrasVeScheduler"), size=16),
     "RePaintPipeline": Recipe(_unconditional("RePaintScheduler"), {"jump_length": 1, "jump_n_sample": 1}),
     "DiTPipeline": Recipe(_dit, {"class_labels": [1]}, size=16),
+    # Kandinsky 2.2 decoders (conditioned on an image embedding)
+    "KandinskyV22Pipeline": Recipe(_kandinsky22(), _KANDINSKY_CALL),
+    "KandinskyV22Img2ImgPipeline": Recipe(_kandinsky22(), _KANDINSKY_CALL | {"strength": 0.8}),
+    "KandinskyV22InpaintPipeline": Recipe(_kandinsky22(in_channels=9), _KANDINSKY_CALL),
     # Flux
     "FluxPipeline": Recipe(_flux(), _FLUX_CALL, size=8),
     "FluxImg2ImgPipeline": Recipe(_flux(), _FLUX_CALL, size=32),
@@ -171,6 +193,12 @@ RECIPES: dict[str, Recipe] = {
     "WanPipeline": Recipe(_t5(C.wan_transformer, C.wan_vae, _scheduler("FlowMatchEulerDiscreteScheduler", shift=7.0),
                               umt5=True), _VIDEO, size=16),
     "LTXPipeline": Recipe(_t5(C.ltx_transformer, C.ltx_vae, C.flow_match), _VIDEO),
+    "LTXImageToVideoPipeline": Recipe(_t5(C.ltx_transformer, C.ltx_vae, C.flow_match), _VIDEO),
+    "WanVideoToVideoPipeline": Recipe(_t5(C.wan_transformer, C.wan_vae,
+                                          _scheduler("FlowMatchEulerDiscreteScheduler", shift=7.0), umt5=True),
+                                      {"max_sequence_length": 16}, size=16),
+    "CogVideoXVideoToVideoPipeline": Recipe(_t5(C.cogvideox_transformer, C.cogvideox_vae, C.ddim),
+                                            {"max_sequence_length": 16, "strength": 0.8}, size=16),
     "CogVideoXPipeline": Recipe(_t5(C.cogvideox_transformer, C.cogvideox_vae, C.ddim),
                                 {"max_sequence_length": 16, "num_frames": 8}, size=16),
     "MochiPipeline": Recipe(_t5(C.mochi_transformer, C.mochi_vae, C.flow_match),

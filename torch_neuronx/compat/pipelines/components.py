@@ -295,3 +295,24 @@ def allegro_transformer():
     return AllegroTransformer3DModel(num_attention_heads=2, attention_head_dim=12, in_channels=4, out_channels=4,
                                      num_layers=1, cross_attention_dim=24, sample_width=8, sample_height=8,
                                      sample_frames=8, caption_channels=TEXT_DIM)
+
+
+def kandinsky_unet(in_channels: int = 4):
+    """Kandinsky 2.2's decoder UNet: conditioned on a CLIP image embedding (TEXT_DIM wide), not on text."""
+    from diffusers import UNet2DConditionModel
+    return UNet2DConditionModel(in_channels=in_channels, out_channels=8, addition_embed_type="image",
+                                down_block_types=("ResnetDownsampleBlock2D", "SimpleCrossAttnDownBlock2D"),
+                                up_block_types=("SimpleCrossAttnUpBlock2D", "ResnetUpsampleBlock2D"),
+                                mid_block_type="UNetMidBlock2DSimpleCrossAttn", block_out_channels=(32, 64),
+                                layers_per_block=1, encoder_hid_dim=TEXT_DIM, encoder_hid_dim_type="image_proj",
+                                cross_attention_dim=32, attention_head_dim=4, resnet_time_scale_shift="scale_shift",
+                                class_embed_type=None)
+
+
+def movq():
+    """Kandinsky's MoVQ image decoder (a VQModel with spatial norm)."""
+    from diffusers import VQModel
+    return VQModel(block_out_channels=[32, 64], down_block_types=["DownEncoderBlock2D", "AttnDownEncoderBlock2D"],
+                   in_channels=3, latent_channels=4, layers_per_block=1, norm_num_groups=8, norm_type="spatial",
+                   num_vq_embeddings=12, out_channels=3, up_block_types=["AttnUpDecoderBlock2D", "UpDecoderBlock2D"],
+                   vq_embed_dim=4)

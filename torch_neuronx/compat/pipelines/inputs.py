@@ -15,14 +15,18 @@ PROMPT = "a photo of a cat"
 STEPS = 2
 SEED = 0
 
-# image-like inputs, by parameter name: "rgb" an image, "mask" a black/white mask
-_IMAGE_PARAMS = {"image": "rgb", "control_image": "rgb", "mask_image": "mask", "init_image": "rgb",
+# image-like inputs, by parameter name: "rgb" an image, "mask" a black/white mask, "frames" a video (PIL frames)
+VIDEO_FRAMES = 9
+_IMAGE_PARAMS = {"image": "rgb", "video": "frames", "control_image": "rgb", "mask_image": "mask", "init_image": "rgb",
                  "depth_map": "mask", "reference_image": "rgb"}
 
 
 def _image(kind: str, size: int):
     from PIL import Image
     rng = np.random.default_rng(SEED)
+    if kind == "frames":
+        return [Image.fromarray(rng.integers(0, 256, (size, size, 3), dtype=np.uint8), mode="RGB")
+                for _ in range(VIDEO_FRAMES)]
     if kind == "mask":
         mask = np.zeros((size, size), dtype=np.uint8)
         mask[size // 4: 3 * size // 4, size // 4: 3 * size // 4] = 255
@@ -49,7 +53,7 @@ def call_kwargs(pipeline_cls: type, size: int, extra: dict) -> dict:
     for name, kind in _IMAGE_PARAMS.items():
         if name in params and params[name].default in (None, inspect.Parameter.empty):
             kw[name] = _image(kind, size)
-    kw.update(extra)
+    kw.update({k: v() if callable(v) else v for k, v in extra.items()})  # a callable: a fresh tensor per call
     return kw
 
 
