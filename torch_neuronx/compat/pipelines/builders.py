@@ -107,6 +107,14 @@ def _embedding(seed: int) -> Callable:
     return make
 
 
+def _hunyuandit() -> dict:
+    from diffusers import DDPMScheduler
+    tok, tok2 = C.bert_tokenizer(), C.t5_tokenizer()
+    return {"transformer": C.hunyuandit_transformer(), "vae": C.vae_kl(blocks=(4,)), "scheduler": DDPMScheduler(),
+            "text_encoder": C.bert_text(tok), "tokenizer": tok, "text_encoder_2": C.t5_encoder(tok2),
+            "tokenizer_2": tok2}
+
+
 def _dit() -> dict:
     return {"transformer": C.dit_transformer(), "vae": C.vae_kl(blocks=(4,)), "scheduler": C.ddim()}
 
@@ -187,6 +195,8 @@ RECIPES: dict[str, Recipe] = {
     "AuraFlowPipeline": Recipe(_t5(C.auraflow_transformer, C.vae_kl, C.flow_match, umt5=True), _T5_SHORT),
     "CogView3PlusPipeline": Recipe(_t5(C.cogview3_transformer, C.vae_kl, _scheduler("CogVideoXDDIMScheduler")),
                                    _T5_SHORT, size=16),
+    "HunyuanDiTPipeline": Recipe(_hunyuandit, {"use_resolution_binning": False}, size=16),
+    "HunyuanDiTPAGPipeline": Recipe(_hunyuandit, {"use_resolution_binning": False}, size=16),
     # T5-conditioned video transformers
     "LattePipeline": Recipe(_t5(C.latte_transformer, lambda: C.vae_kl(blocks=(4,)), C.ddim),
                             {"video_length": 1, "clean_caption": False}, size=8),

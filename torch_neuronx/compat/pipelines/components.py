@@ -316,3 +316,24 @@ def movq():
                    in_channels=3, latent_channels=4, layers_per_block=1, norm_num_groups=8, norm_type="spatial",
                    num_vq_embeddings=12, out_channels=3, up_block_types=["AttnUpDecoderBlock2D", "UpDecoderBlock2D"],
                    vq_embed_dim=4)
+
+
+def bert_tokenizer():
+    """A WordPiece tokenizer over single characters (BERT's special tokens first)."""
+    from transformers import BertTokenizer
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(_CHARS.replace(" ", ""))
+    tokens += ["##" + c for c in _CHARS.replace(" ", "")]
+    return BertTokenizer(vocab={t: i for i, t in enumerate(tokens)}, model_max_length=MAX_TOKENS)
+
+
+def bert_text(tokenizer, hidden: int = TEXT_DIM):
+    from transformers import BertConfig, BertModel
+    return BertModel(BertConfig(vocab_size=vocab_size(tokenizer), hidden_size=hidden, num_hidden_layers=2,
+                                num_attention_heads=4, intermediate_size=37, max_position_embeddings=128))
+
+
+def hunyuandit_transformer():
+    from diffusers import HunyuanDiT2DModel
+    return HunyuanDiT2DModel(sample_size=16, num_layers=2, patch_size=2, attention_head_dim=8, num_attention_heads=3,
+                             in_channels=4, cross_attention_dim=TEXT_DIM, cross_attention_dim_t5=TEXT_DIM,
+                             pooled_projection_dim=16, hidden_size=24, activation_fn="gelu-approximate")
