@@ -115,6 +115,12 @@ def _hunyuandit() -> dict:
             "tokenizer_2": tok2}
 
 
+def _sana() -> dict:
+    tok = C.gemma_tokenizer()
+    return {"transformer": C.sana_transformer(), "vae": C.vae_dc(), "text_encoder": C.gemma2_text(tok),
+            "tokenizer": tok, "scheduler": C.flow_match()}
+
+
 def _dit() -> dict:
     return {"transformer": C.dit_transformer(), "vae": C.vae_kl(blocks=(4,)), "scheduler": C.ddim()}
 
@@ -124,6 +130,8 @@ _PAG_SD3 = {"pag_applied_layers": ["blocks.0"]}  # the tiny transformer has one 
 _FLUX_CALL = {"max_sequence_length": 48}
 _PIXART_CALL = {"max_sequence_length": 16, "use_resolution_binning": False, "clean_caption": False}
 _KANDINSKY_CALL = {"image_embeds": _embedding(1), "negative_image_embeds": _embedding(2)}
+_SANA_CALL = {"max_sequence_length": 16, "complex_human_instruction": None, "use_resolution_binning": False,
+              "clean_caption": False}
 _VIDEO = {"max_sequence_length": 16, "num_frames": 9}
 
 RECIPES: dict[str, Recipe] = {
@@ -197,6 +205,9 @@ RECIPES: dict[str, Recipe] = {
                                    _T5_SHORT, size=16),
     "HunyuanDiTPipeline": Recipe(_hunyuandit, {"use_resolution_binning": False}, size=16),
     "HunyuanDiTPAGPipeline": Recipe(_hunyuandit, {"use_resolution_binning": False}, size=16),
+    # Gemma-conditioned
+    "SanaPipeline": Recipe(_sana, _SANA_CALL),
+    "SanaPAGPipeline": Recipe(lambda: _sana() | {"pag_applied_layers": ["transformer_blocks.0"]}, _SANA_CALL),
     # T5-conditioned video transformers
     "LattePipeline": Recipe(_t5(C.latte_transformer, lambda: C.vae_kl(blocks=(4,)), C.ddim),
                             {"video_length": 1, "clean_caption": False}, size=8),

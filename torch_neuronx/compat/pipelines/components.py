@@ -337,3 +337,39 @@ def hunyuandit_transformer():
     return HunyuanDiT2DModel(sample_size=16, num_layers=2, patch_size=2, attention_head_dim=8, num_attention_heads=3,
                              in_channels=4, cross_attention_dim=TEXT_DIM, cross_attention_dim_t5=TEXT_DIM,
                              pooled_projection_dim=16, hidden_size=24, activation_fn="gelu-approximate")
+
+
+def gemma_tokenizer():
+    """Gemma's BPE over single characters (no merges), its special tokens first."""
+    from transformers import GemmaTokenizer
+    vocab = {t: i for i, t in enumerate(["<pad>", "<eos>", "<bos>", "<unk>", "\u2581"])}
+    for c in _CHARS.replace(" ", ""):
+        vocab.setdefault(c, len(vocab))
+        vocab.setdefault("\u2581" + c, len(vocab))
+    return GemmaTokenizer(vocab=vocab, merges=[])
+
+
+def gemma2_text(tokenizer, hidden: int = 8):
+    from transformers import Gemma2Config, Gemma2Model
+    return Gemma2Model(Gemma2Config(head_dim=16, hidden_size=hidden, intermediate_size=64, num_attention_heads=2,
+                                    num_hidden_layers=1, num_key_value_heads=2, vocab_size=vocab_size(tokenizer),
+                                    attn_implementation="eager"))
+
+
+def sana_transformer():
+    from diffusers import SanaTransformer2DModel
+    return SanaTransformer2DModel(patch_size=1, in_channels=4, out_channels=4, num_layers=1, num_attention_heads=2,
+                                  attention_head_dim=4, num_cross_attention_heads=2, cross_attention_head_dim=4,
+                                  cross_attention_dim=8, caption_channels=8, sample_size=32)
+
+
+def vae_dc():
+    from diffusers import AutoencoderDC
+    return AutoencoderDC(in_channels=3, latent_channels=4, attention_head_dim=2,
+                         encoder_block_types=("ResBlock", "EfficientViTBlock"),
+                         decoder_block_types=("ResBlock", "EfficientViTBlock"), encoder_block_out_channels=(8, 8),
+                         decoder_block_out_channels=(8, 8), encoder_qkv_multiscales=((), (5,)),
+                         decoder_qkv_multiscales=((), (5,)), encoder_layers_per_block=(1, 1),
+                         decoder_layers_per_block=[1, 1], downsample_block_type="conv",
+                         upsample_block_type="interpolate", decoder_norm_types="rms_norm", decoder_act_fns="silu",
+                         scaling_factor=0.41407)
