@@ -121,6 +121,12 @@ def _sana() -> dict:
             "tokenizer": tok, "scheduler": C.flow_match()}
 
 
+def _qwenimage() -> dict:
+    tok = C.qwen2_tokenizer()
+    return {"transformer": C.qwenimage_transformer(), "vae": C.qwenimage_vae(), "scheduler": C.flow_match(),
+            "text_encoder": C.qwen25_vl(tok), "tokenizer": tok}
+
+
 def _dit() -> dict:
     return {"transformer": C.dit_transformer(), "vae": C.vae_kl(blocks=(4,)), "scheduler": C.ddim()}
 
@@ -132,6 +138,7 @@ _PIXART_CALL = {"max_sequence_length": 16, "use_resolution_binning": False, "cle
 _KANDINSKY_CALL = {"image_embeds": _embedding(1), "negative_image_embeds": _embedding(2)}
 _SANA_CALL = {"max_sequence_length": 16, "complex_human_instruction": None, "use_resolution_binning": False,
               "clean_caption": False}
+_QWEN_CALL = {"max_sequence_length": 16, "true_cfg_scale": 1.0}
 _VIDEO = {"max_sequence_length": 16, "num_frames": 9}
 
 RECIPES: dict[str, Recipe] = {
@@ -208,6 +215,10 @@ RECIPES: dict[str, Recipe] = {
     # Gemma-conditioned
     "SanaPipeline": Recipe(_sana, _SANA_CALL),
     "SanaPAGPipeline": Recipe(lambda: _sana() | {"pag_applied_layers": ["transformer_blocks.0"]}, _SANA_CALL),
+    # Qwen2.5-VL-conditioned
+    "QwenImagePipeline": Recipe(_qwenimage, _QWEN_CALL),
+    "QwenImageImg2ImgPipeline": Recipe(_qwenimage, _QWEN_CALL),
+    "QwenImageInpaintPipeline": Recipe(_qwenimage, _QWEN_CALL),
     # T5-conditioned video transformers
     "LattePipeline": Recipe(_t5(C.latte_transformer, lambda: C.vae_kl(blocks=(4,)), C.ddim),
                             {"video_length": 1, "clean_caption": False}, size=8),

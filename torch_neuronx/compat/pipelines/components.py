@@ -373,3 +373,51 @@ def vae_dc():
                          decoder_layers_per_block=[1, 1], downsample_block_type="conv",
                          upsample_block_type="interpolate", decoder_norm_types="rms_norm", decoder_act_fns="silu",
                          scaling_factor=0.41407)
+
+
+_QWEN_SPECIAL = ["<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>"]
+
+
+def qwen2_tokenizer():
+    """Qwen2's byte-level BPE over the 256 byte symbols (no merges), with its chat and vision special tokens."""
+    from tokenizers.pre_tokenizers import ByteLevel
+    from transformers import Qwen2Tokenizer
+    vocab: dict[str, int] = {}
+    for ch in ByteLevel.alphabet():
+        vocab.setdefault(ch, len(vocab))
+    for t in ["<|endoftext|>"] + _QWEN_SPECIAL:
+        vocab[t] = len(vocab)
+    tok = Qwen2Tokenizer(vocab=vocab, merges=[], unk_token=None, bos_token=None, eos_token="<|endoftext|>",
+                         pad_token="<|endoftext|>")
+    tok.add_special_tokens({"additional_special_tokens": _QWEN_SPECIAL})
+    return tok
+
+
+def qwen25_vl(tokenizer, hidden: int = 16):
+    """Qwen2.5-VL (QwenImage's text encoder), two tiny layers; vision token ids are the tokenizer's."""
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+    ids = tokenizer.convert_tokens_to_ids
+    cfg = Qwen2_5_VLConfig(
+        text_config={"hidden_size": hidden, "intermediate_size": 16, "num_hidden_layers": 2,
+                     "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": vocab_size(tokenizer),
+                     "rope_scaling": {"mrope_section": [1, 1, 2], "rope_type": "default", "type": "default"},
+                     "rope_theta": 1000000.0},
+        vision_config={"depth": 2, "hidden_size": 16, "intermediate_size": 16, "num_heads": 2, "out_hidden_size": hidden},
+        hidden_size=hidden, vocab_size=vocab_size(tokenizer), vision_start_token_id=ids("<|vision_start|>"),
+        vision_end_token_id=ids("<|vision_end|>"), vision_token_id=ids("<|image_pad|>"),
+        image_token_id=ids("<|image_pad|>"))
+    return Qwen2_5_VLForConditionalGeneration(cfg).eval()
+
+
+def qwenimage_transformer(in_channels: int = 16):
+    from diffusers import QwenImageTransformer2DModel
+    return QwenImageTransformer2DModel(patch_size=2, in_channels=in_channels, out_channels=4, num_layers=2,
+                                       attention_head_dim=16, num_attention_heads=3, joint_attention_dim=16,
+                                       guidance_embeds=False, axes_dims_rope=(8, 4, 4))
+
+
+def qwenimage_vae(z_dim: int = 4):
+    from diffusers import AutoencoderKLQwenImage
+    return AutoencoderKLQwenImage(base_dim=z_dim * 6, z_dim=z_dim, dim_mult=[1, 2, 4], num_res_blocks=1,
+                                  temperal_downsample=[False, True], latents_mean=[0.0] * z_dim,
+                                  latents_std=[1.0] * z_dim)
