@@ -127,6 +127,13 @@ def _qwenimage() -> dict:
             "text_encoder": C.qwen25_vl(tok), "tokenizer": tok}
 
 
+def _zimage() -> dict:
+    tok = C.qwen2_chat_tokenizer()
+    return {"transformer": C.zimage_transformer(),
+            "vae": C.vae_kl(latent_channels=16, blocks=(32, 64), scaling_factor=0.3611, shift_factor=0.1159),
+            "scheduler": C.flow_match(), "text_encoder": C.qwen3_text(tok), "tokenizer": tok}
+
+
 def _dit() -> dict:
     return {"transformer": C.dit_transformer(), "vae": C.vae_kl(blocks=(4,)), "scheduler": C.ddim()}
 
@@ -139,6 +146,7 @@ _KANDINSKY_CALL = {"image_embeds": _embedding(1), "negative_image_embeds": _embe
 _SANA_CALL = {"max_sequence_length": 16, "complex_human_instruction": None, "use_resolution_binning": False,
               "clean_caption": False}
 _QWEN_CALL = {"max_sequence_length": 16, "true_cfg_scale": 1.0}
+_ZIMAGE_CALL = {"max_sequence_length": 16, "cfg_normalization": False, "cfg_truncation": 1.0}
 _VIDEO = {"max_sequence_length": 16, "num_frames": 9}
 
 RECIPES: dict[str, Recipe] = {
@@ -219,6 +227,9 @@ RECIPES: dict[str, Recipe] = {
     "QwenImagePipeline": Recipe(_qwenimage, _QWEN_CALL),
     "QwenImageImg2ImgPipeline": Recipe(_qwenimage, _QWEN_CALL),
     "QwenImageInpaintPipeline": Recipe(_qwenimage, _QWEN_CALL),
+    "ZImagePipeline": Recipe(_zimage, _ZIMAGE_CALL),
+    "ZImageImg2ImgPipeline": Recipe(_zimage, _ZIMAGE_CALL | {"strength": 0.8}),
+    "ZImageInpaintPipeline": Recipe(_zimage, _ZIMAGE_CALL | {"strength": 0.8}),
     # T5-conditioned video transformers
     "LattePipeline": Recipe(_t5(C.latte_transformer, lambda: C.vae_kl(blocks=(4,)), C.ddim),
                             {"video_length": 1, "clean_caption": False}, size=8),

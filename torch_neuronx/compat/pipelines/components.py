@@ -421,3 +421,33 @@ def qwenimage_vae(z_dim: int = 4):
     return AutoencoderKLQwenImage(base_dim=z_dim * 6, z_dim=z_dim, dim_mult=[1, 2, 4], num_res_blocks=1,
                                   temperal_downsample=[False, True], latents_mean=[0.0] * z_dim,
                                   latents_std=[1.0] * z_dim)
+
+
+# Qwen's chat format (what Z-Image's prompt encoding renders), without the model hub's template file
+_QWEN_CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+                       "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def qwen2_chat_tokenizer():
+    tok = qwen2_tokenizer()
+    tok.chat_template = _QWEN_CHAT_TEMPLATE
+    return tok
+
+
+def qwen3_text(tokenizer, hidden: int = 16):
+    from transformers import Qwen3Config, Qwen3Model
+    return Qwen3Model(Qwen3Config(hidden_size=hidden, intermediate_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                  num_key_value_heads=2, vocab_size=vocab_size(tokenizer), max_position_embeddings=512))
+
+
+def zimage_transformer():
+    import torch
+    from diffusers import ZImageTransformer2DModel
+    model = ZImageTransformer2DModel(all_patch_size=(2,), all_f_patch_size=(1,), in_channels=16, dim=32, n_layers=2,
+                                     n_refiner_layers=1, n_heads=2, n_kv_heads=2, norm_eps=1e-5, qk_norm=True,
+                                     cap_feat_dim=16, rope_theta=256.0, t_scale=1000.0, axes_dims=[8, 4, 4],
+                                     axes_lens=[256, 32, 32])
+    with torch.no_grad():  # created with torch.empty: fixed values, or the run reads uninitialized memory
+        model.x_pad_token.fill_(1.0)
+        model.cap_pad_token.fill_(1.0)
+    return model
