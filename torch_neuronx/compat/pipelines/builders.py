@@ -134,6 +134,12 @@ def _zimage() -> dict:
             "scheduler": C.flow_match(), "text_encoder": C.qwen3_text(tok), "tokenizer": tok}
 
 
+def _flux2_klein() -> dict:
+    tok = C.qwen2_chat_tokenizer()
+    return {"transformer": C.flux2_transformer(), "vae": C.vae_flux2(), "scheduler": C.flow_match(),
+            "text_encoder": C.qwen3_causal_lm(tok), "tokenizer": tok}
+
+
 def _dit() -> dict:
     return {"transformer": C.dit_transformer(), "vae": C.vae_kl(blocks=(4,)), "scheduler": C.ddim()}
 
@@ -147,6 +153,7 @@ _SANA_CALL = {"max_sequence_length": 16, "complex_human_instruction": None, "use
               "clean_caption": False}
 _QWEN_CALL = {"max_sequence_length": 16, "true_cfg_scale": 1.0}
 _ZIMAGE_CALL = {"max_sequence_length": 16, "cfg_normalization": False, "cfg_truncation": 1.0}
+_KLEIN_CALL = {"max_sequence_length": 64, "text_encoder_out_layers": (1,)}
 _VIDEO = {"max_sequence_length": 16, "num_frames": 9}
 
 RECIPES: dict[str, Recipe] = {
@@ -204,6 +211,8 @@ RECIPES: dict[str, Recipe] = {
     "FluxControlPipeline": Recipe(_flux(in_channels=8, out_channels=4), _FLUX_CALL, size=8),
     "FluxControlImg2ImgPipeline": Recipe(_flux(in_channels=8, out_channels=4), _FLUX_CALL, size=32),
     "FluxControlInpaintPipeline": Recipe(_flux(in_channels=8, out_channels=4), _FLUX_CALL, size=32),
+    "Flux2KleinPipeline": Recipe(_flux2_klein, _KLEIN_CALL | {"image": None}, size=8),  # text to image
+    "Flux2KleinInpaintPipeline": Recipe(_flux2_klein, _KLEIN_CALL | {"strength": 0.8}, size=32),
     "ChromaPipeline": Recipe(_t5(C.chroma_transformer, C.vae_flux, C.flow_match), _FLUX_CALL, size=8),
     "ChromaImg2ImgPipeline": Recipe(_t5(C.chroma_transformer, C.vae_flux, C.flow_match), _FLUX_CALL, size=32),
     # Stable Diffusion 3

@@ -451,3 +451,24 @@ def zimage_transformer():
         model.x_pad_token.fill_(1.0)
         model.cap_pad_token.fill_(1.0)
     return model
+
+
+def qwen3_causal_lm(tokenizer, hidden: int = 16):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    return Qwen3ForCausalLM(Qwen3Config(hidden_size=hidden, intermediate_size=16, num_hidden_layers=2,
+                                        num_attention_heads=2, num_key_value_heads=2,
+                                        vocab_size=vocab_size(tokenizer), max_position_embeddings=512))
+
+
+def flux2_transformer():
+    from diffusers import Flux2Transformer2DModel
+    return Flux2Transformer2DModel(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1,
+                                   attention_head_dim=16, num_attention_heads=2, joint_attention_dim=16,
+                                   timestep_guidance_channels=256, axes_dims_rope=[4, 4, 4, 4], guidance_embeds=False)
+
+
+def vae_flux2():
+    from diffusers import AutoencoderKLFlux2
+    return AutoencoderKLFlux2(sample_size=32, in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",),
+                              up_block_types=("UpDecoderBlock2D",), block_out_channels=(4,), layers_per_block=1,
+                              latent_channels=1, norm_num_groups=1, use_quant_conv=False, use_post_quant_conv=False)
