@@ -1,15 +1,14 @@
 """`torchneuron compat --suite diffusers`: CI's fixed sample of pipelines passes on neuron, eager and with the
-denoiser compiled, and the tool reports failures and unbuilt pipelines right.
+denoiser compiled, and the report counts it and lists unbuilt pipelines with the reason.
 
-One real run of the command (module fixture, --jobs 2): the sample, plus pipelines into which
-TORCHNEURON_COMPAT_FAULT injects a real failure inside their worker process, plus one pipeline class without a
-recipe. Nothing is mocked: workers, subprocesses and report files are those of a real run.
+One real run of the command (module fixture, --jobs 2): the sample plus one pipeline class without a recipe.
+Nothing is mocked: workers, subprocesses and report files are those of a real run. (How failures are categorized
+and reported is the shared machinery's, tested with injected faults in tests/test_compat.py.)
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -19,12 +18,6 @@ from helpers import ROOT
 
 # CI's fixed sample: a UNet pipeline, an MMDiT (Flux) and an unconditional one; eager and compiled.
 SAMPLE = ["StableDiffusionPipeline", "FluxPipeline", "DDIMPipeline"]
-# Each injected fault and the category the report must give it (eager mode of the same run).
-FAULTS = {
-    "DDPMPipeline": ("missing-op", "missing op"),
-    "StableDiffusionImg2ImgPipeline": ("mismatch", "numeric mismatch"),
-    "PixArtAlphaPipeline": ("cpu-fail", "cpu fails"),
-}
 TIMEOUT = 400  # per pipeline: build, CPU, neuron eager, and a compile of the denoiser on a busy machine
 
 
@@ -41,9 +34,8 @@ def _not_built() -> str:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("compat-diffusers")
-    env = dict(os.environ, TORCHNEURON_COMPAT_FAULT=",".join(f"{p}:{f}" for p, (f, _) in FAULTS.items()))
     proc = _cli("--suite", "diffusers", "--mode", "both", "--jobs", "2", "--timeout", str(TIMEOUT), "--out", str(out),
-                "--pipeline", *SAMPLE, *FAULTS, _not_built(), env=env, timeout=1800)
+                "--pipeline", *SAMPLE, _not_built(), timeout=1800)
     with open(out / "compat.json") as f:
         doc = json.load(f)
     return proc, doc, (out / "compat.md").read_text()
@@ -62,30 +54,14 @@ def test_sample_pipeline_matches_cpu_eager_and_compiled(run, name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", list(FAULTS))
-def test_injected_failure_is_reported_with_its_category(run, name):
-    _, doc, md = run
-    fault, category = FAULTS[name]
-    r = doc["results"][name]
-    if fault == "cpu-fail":
-        assert r["cpu"] == {**r["cpu"], "status": "fail", "category": category}
-        assert f"`{name}` ({category})" in md
-        return
-    assert r["cpu"]["status"] == "pass"
-    assert r["steps"]["eager"]["status"] == "fail" and r["steps"]["eager"]["category"] == category, r["steps"]
-    assert f"- `{name}` eager: " in md
-
-
-@pytest.mark.slow
 def test_report_counts_and_explains(run):
     proc, doc, md = run
-    assert proc.returncode == 1, proc.stdout[-2000:]  # the injected neuron failures count
+    assert proc.returncode == 0, proc.stdout[-2000:]
     assert doc["versions"]["diffusers"] != "not installed" and doc["date"] in md
-    eager = doc["summary"]["eager"]
-    # sample + the two faults that reach neuron pass on CPU; the cpu-fail and the unbuilt one are not counted
-    assert (eager["compatible"], eager["cpu_passing"], eager["not_built"]) == (len(SAMPLE), len(SAMPLE) + 2, 1)
-    assert "compatible: 3/5 (60.0%)" in md and "1 of 7 pipelines fail on CPU too, 1 not built here" in md
-    assert doc["summary"]["compiled"]["compatible"] == len(SAMPLE)  # the faults hit the compiled step too
+    for mode in ("eager", "compiled"):
+        s = doc["summary"][mode]
+        assert (s["compatible"], s["cpu_passing"], s["not_built"]) == (len(SAMPLE), len(SAMPLE), 1), s
+    assert "compatible: 3/3 (100.0%)  [0 of 4 pipelines fail on CPU too, 1 not built here: not counted]" in md
     assert "## Not built here" in md and f"`{_not_built()}`" in md
 
 

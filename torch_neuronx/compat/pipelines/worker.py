@@ -73,10 +73,6 @@ def run_pipeline(name: str, device: str, compile_backend=None) -> np.ndarray:
     cls, comps = build(name)
     pipe = cls(**comps)
     pipe = pipe.to(device)
-    if device == "neuron":
-        from .. import faults
-        for module in denoisers(pipe).values():
-            faults.on_neuron_model(name, module)
     pipe.set_progress_bar_config(disable=True)
     if compile_backend is not None:
         found = denoisers(pipe)
@@ -107,13 +103,11 @@ def _compiled(name: str, backend, device: str):
 
 
 def _step(name: str, step: str, ref: np.ndarray, result, shared: dict) -> None:
-    from .. import faults
     from ..categories import NUMERIC, classify, first_line
     from ..worker import _compile_verdict
     result.running(step)
     t0 = time.monotonic()
     try:
-        faults.on_neuron_step(name)
         counts = None
         if step == "eager":
             got = run_pipeline(name, "neuron")
@@ -169,14 +163,12 @@ def run(name: str, mode: str, out: str) -> int:
     import transformers
     diffusers.utils.logging.set_verbosity_error()
     transformers.logging.set_verbosity_error()
-    from .. import faults
     from ..categories import CPU_FAILS, NEEDS_PACKAGE, classify, first_line
     from .registry import family
     result.data["family"] = family(name)
     result.running("cpu")
     t0 = time.monotonic()
     try:
-        faults.on_build(name)
         ref = run_pipeline(name, "cpu")
     except Exception as e:  # noqa: BLE001 - the pipeline cannot run here at all
         category = NEEDS_PACKAGE if classify(e) == NEEDS_PACKAGE else CPU_FAILS
