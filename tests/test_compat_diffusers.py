@@ -21,7 +21,7 @@ SAMPLE = ["StableDiffusionPipeline", "FluxPipeline", "DDIMPipeline"]
 # Found by the matrix, open (strict: the mark goes with the fix). Since d32fd7c's eager int64 rule, FluxPipeline on
 # neuron fails with "aten::copy_ (to neuron) on neuron produced -9223372036854775808 in an int64 result" (a value
 # outside int32 reaches the device); to be traced to Diffusers' code (then: the model's, categorized) or ours.
-KNOWN_FAILURES = {"FluxPipeline": "int64 value outside int32 copied to neuron (eager int64 rule, d32fd7c)"}
+KNOWN_FAILURES: dict[str, str] = {}  # pipeline -> reason; each a strict xfail, removed with its fix
 TIMEOUT = 400  # per pipeline: build, CPU, neuron eager, and a compile of the denoiser on a busy machine
 
 

@@ -30,7 +30,8 @@ def fp64_mode():
 
 # --- int64: Neuron stores int64 as int32 ------------------------------------------------------------
 
-def test_int64_result_outside_int32_raises_at_the_op():
+def test_int64_result_outside_int32_raises_at_the_op_under_error(int64_mode):
+    int64_mode("error")
     with pytest.raises(RuntimeError, match=r"aten::random_.*int64 result.*int32.*TORCHNEURON_INT64=exact"):
         torch.randint(0, 2**40, (64,), device=DEV)
     x = torch.full((4,), 2**20, dtype=torch.int64, device=DEV)
@@ -77,6 +78,38 @@ def test_integer_fp32_datapath_within_2_24_is_exact():
     assert torch.equal(a.to(DEV).sum().cpu(), a.sum())
 
 
+def test_int64_default_warns_at_the_op_and_keeps_a_discarded_value_harmless(int64_mode):
+    # T5's relative-position buckets (Transformers' T5Attention._relative_position_bucket): log(0) = -inf
+    # cast to int64 is INT64_MIN on the host (truncated on Neuron), and torch.where throws it away. T5 runs
+    # on Trainium, so the default must not stop it: it warns at the op and the result equals CPU's.
+    assert dtypes.DEFAULT_INT64 == "warn"
+    int64_mode("warn")  # setting the mode counts the once-per-op warnings afresh
+    def buckets(rel):
+        small = rel < 8
+        large = 8 + (torch.log(rel.float() / 8) / torch.log(torch.tensor(16.0, device=rel.device)) * 8).to(torch.long)
+        large = torch.min(large, torch.full_like(large, 15))
+        return torch.where(small, rel, large)
+    rel = torch.arange(0, 40).view(1, -1)
+    with pytest.warns(UserWarning, match=r"-9223372036854775808 in an int64 result.*TORCHNEURON_INT64=error"):
+        on_neuron = buckets(rel.to(DEV)).cpu()
+    assert torch.equal(on_neuron, buckets(rel))
+
+
+def test_t5_encoder_runs_on_neuron_as_on_cpu():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.T5Config(vocab_size=64, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                                   relative_attention_num_buckets=8, relative_attention_max_distance=16)
+    torch.manual_seed(0)
+    model = transformers.T5EncoderModel(config).eval()
+    ids = torch.randint(0, 64, (2, 24))
+    with torch.no_grad():
+        expected = model(input_ids=ids).last_hidden_state
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the int64 rule's warning at the bucket cast (test above)
+            got = model.to(DEV)(input_ids=ids.to(DEV)).last_hidden_state.cpu()
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
+
+
 def test_int64_switch_exact_and_warn(int64_mode):
     int64_mode("exact")
     assert torch.full((3,), 2**40, device=DEV).sum().item() == 3 * 2**40
@@ -97,9 +130,11 @@ def test_integer_all_reduce_beyond_2_24_raises_in_c10d(tmp_path):
         dist.all_reduce(ok)
         assert ok.cpu().tolist() == [1000] * 4
         big = torch.full((4,), 2**25, dtype=torch.int64, device=DEV)
+        dtypes.set_int64_mode("error")
         with pytest.raises(Exception, match=r"all_reduce.*2\^24"):
             dist.all_reduce(big)
     finally:
+        dtypes.set_int64_mode(dtypes.DEFAULT_INT64)
         dist.destroy_process_group()
 
 

@@ -14,7 +14,7 @@
 namespace neuron {
 namespace dtype_rules {
 
-std::atomic<int> g_int64_mode{kIntError};
+std::atomic<int> g_int64_mode{kIntWarn};
 std::atomic<int> g_fp64_mode{kFp64AsFloat32};
 thread_local bool t_in_compiled_graph = false;
 
@@ -47,12 +47,13 @@ Extremes extremes(const at::Tensor& t) {
   return t.scalar_type() == at::kLong ? extremes_of<int64_t>(c) : extremes_of<int32_t>(c);
 }
 
-// One warning per op and rule under TORCHNEURON_INT64=warn.
+// One warning per op and rule under TORCHNEURON_INT64=warn, counted afresh each time the mode is set.
+std::mutex g_warned_mu;
+std::unordered_set<std::string>* g_warned = new std::unordered_set<std::string>();  // never destroyed
+
 bool first_warning(const std::string& key) {
-  static std::mutex mu;
-  static auto* seen = new std::unordered_set<std::string>();
-  std::lock_guard<std::mutex> g(mu);
-  return seen->insert(key).second;
+  std::lock_guard<std::mutex> g(g_warned_mu);
+  return g_warned->insert(key).second;
 }
 
 void report(const std::string& op, const std::string& message) {
@@ -64,8 +65,8 @@ void report(const std::string& op, const std::string& message) {
 }
 
 const char* const kFix =
-    " Set TORCHNEURON_INT64=exact to compute with host int64 in the emulator instead (the job is still "
-    "wrong on Trainium), or TORCHNEURON_INT64=warn to be told once per op.";
+    " Set TORCHNEURON_INT64=error to stop at every such op (to find them all), or TORCHNEURON_INT64=exact "
+    "to compute with host int64 without checks (the job is still wrong on Trainium if it uses the value).";
 
 void check_integers(const std::string& op, const at::Tensor& t, bool fp32_datapath) {
   if (t.numel() == 0 || t.is_meta()) return;
@@ -95,7 +96,13 @@ void check_integers(const std::string& op, const at::Tensor& t, bool fp32_datapa
 
 } // namespace
 
-void set_int64_mode(int mode) { g_int64_mode.store(mode); }
+void set_int64_mode(int mode) {
+  {
+    std::lock_guard<std::mutex> g(g_warned_mu);
+    g_warned->clear();
+  }
+  g_int64_mode.store(mode);
+}
 
 bool computes_integers_in_fp32(const std::string& op_name) {
   // AWS: matmul, scatter-add, all-reduce and reduce-scatter have no integer datapath. Sums and

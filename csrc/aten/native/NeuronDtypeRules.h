@@ -24,7 +24,7 @@ int fp64_mode();
 
 namespace dtype_rules {
 
-// TORCHNEURON_INT64: 0 exact (host int64), 1 error at the op (default), 2 warn once per op.
+// TORCHNEURON_INT64: 0 exact (host int64), 1 error at the op, 2 warn once per op (default; dtypes.py says why).
 enum Int64Mode : int { kIntExact = 0, kIntError = 1, kIntWarn = 2 };
 void set_int64_mode(int mode);
 
