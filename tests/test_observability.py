@@ -284,3 +284,20 @@ def test_top_live_view_refreshes_as_processes_come_and_go(tmp_path):
         os.close(main_fd)
     assert code == 0
 
+
+def test_legacy_autograd_profiler_with_use_device_neuron_times_the_step():
+    """torch.autograd.profiler.profile(use_device="neuron"), the pre-Kineto API many scripts still use: each op's
+    neuron time in key_averages() (without the core's legacy stubs every op's profiler callback failed, device
+    times were 0 and CPU times negative)."""
+    import time
+    model, opt, ids = _tiny_llama_on_neuron()
+    _train_step(model, opt, ids)
+    start = time.perf_counter()
+    with torch.autograd.profiler.profile(use_device="neuron") as prof:
+        _train_step(model, opt, ids)
+    wall_us = (time.perf_counter() - start) * 1e6
+    events = {e.key: e for e in prof.key_averages()}
+    mm = events["aten::mm"]
+    assert mm.count > 0 and 0 < mm.device_time_total < wall_us, (mm.device_time_total, wall_us)
+    assert all(0 <= e.cpu_time_total < wall_us for e in events.values())
+    assert "NEURON total" in prof.key_averages().table(sort_by="device_time_total", row_limit=5)

@@ -19,6 +19,7 @@
 #include <ATen/record_function.h>
 #include <c10/util/ApproximateClock.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
+#include <torch/csrc/profiler/stubs/base.h>
 
 #include <IActivityProfiler.h>
 #include <libkineto.h>
@@ -199,6 +200,38 @@ class NeuronActivityProfiler final : public libkineto::IActivityProfiler {
 };
 
 REGISTER_PRIVATEUSE1_PROFILER(NeuronActivityProfiler);
+
+// The legacy profiler, torch.autograd.profiler.profile(use_device="neuron") without use_kineto, times each
+// op with device events through these stubs (CUDA's record a cudaEvent on the stream at op entry and exit).
+// The core runs kernels synchronously on the host, so an event is the time it was recorded and the device
+// time between two is the wall time between them; without the stubs every op raised "PrivateUse1 used in
+// profiler but not enabled" inside the profiler's callback and the table showed nonsense.
+struct LegacyStubs final : torch::profiler::impl::ProfilerStubs {
+  void record(c10::DeviceIndex* device, torch::profiler::impl::ProfilerVoidEventStub* event,
+              int64_t* cpu_ns) const override {
+    if (device) *device = static_cast<c10::DeviceIndex>(current_device());
+    if (cpu_ns) *cpu_ns = c10::getTime();
+    *event = std::make_shared<int64_t>(now_ns());
+  }
+  float elapsed(const torch::profiler::impl::ProfilerVoidEventStub* start,
+                const torch::profiler::impl::ProfilerVoidEventStub* end) const override {
+    if (!start || !end || !*start || !*end) return 0.f;
+    auto ns = *static_cast<const int64_t*>(end->get()) - *static_cast<const int64_t*>(start->get());
+    return static_cast<float>(ns) / 1000.f;  // microseconds, as CUDA's stubs return
+  }
+  void mark(const char*) const override {}
+  void rangePush(const char*) const override {}
+  void rangePop() const override {}
+  bool enabled() const override { return true; }
+  void onEachDevice(std::function<void(int)> op) const override { op(current_device()); }
+  void synchronize() const override {}  // kernels have finished when their op returns
+};
+
+const bool g_legacy_stubs_registered = [] {
+  static LegacyStubs stubs;
+  torch::profiler::impl::registerPrivateUse1Methods(&stubs);
+  return true;
+}();
 
 } // namespace
 } // namespace neuron::profiler
