@@ -55,7 +55,8 @@ def test_int64_in_int32_range_is_exact_and_silent():
 
 
 @pytest.mark.parametrize("case", ["mm", "sum", "cumsum", "scatter_add", "index_add"])
-def test_integer_fp32_datapath_result_beyond_2_24_raises(case):
+def test_integer_fp32_datapath_result_beyond_2_24_raises_under_error(int64_mode, case):
+    int64_mode("error")
     big = 2**13  # 2^13 * 2^12 = 2^25 > 2^24
     ops = {
         "mm": lambda d: torch.full((2, 2**12), big, dtype=torch.int32, device=d) @
