@@ -132,3 +132,30 @@ def test_the_neuron_backend_sets_dynamos_settings_only_while_its_functions_run()
     assert during["automatic_dynamic_shapes"] is False and during["assume_static_by_default"] is True
     assert "cumulative_length_int" in during["dynamic_sources"]
     assert any("warning_once" in name for name in during["ignore_logging_functions"])
+
+
+def test_an_unbuilt_checkout_shadowing_the_install_is_named_with_the_fix(tmp_path):
+    # As a user hits it: `python -m torch_neuronx.cli ...` run inside a source checkout that was never
+    # built, while the built package is installed. The checkout's torch_neuronx/ comes first on sys.path.
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import torch_neuronx
+
+    installed = os.path.dirname(torch_neuronx.__file__)
+    checkout = tmp_path / "checkout"
+    shutil.copytree(installed, checkout / "torch_neuronx",
+                    ignore=shutil.ignore_patterns("_C.*", "__pycache__"))
+    # Our venvs install the package editable, and setuptools' editable finder would still serve the built
+    # core to the copy; a regular (wheel) install has no such finder, so the run drops it first.
+    run_cli_as_after_a_wheel_install = (
+        "import runpy, sys; "
+        "sys.meta_path[:] = [f for f in sys.meta_path if 'Editable' not in getattr(f, '__name__', type(f).__name__)]; "
+        "sys.argv = ['torchneuron', 'info']; runpy.run_module('torch_neuronx.cli', run_name='__main__')")
+    r = subprocess.run([sys.executable, "-c", run_cli_as_after_a_wheel_install], cwd=checkout, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode != 0
+    assert f"torch_neuronx was imported from {checkout / 'torch_neuronx'}, which has no built C++ core" in r.stderr
+    assert "unset PYTHONPATH" in r.stderr and "scripts/build.sh" in r.stderr

@@ -20,7 +20,28 @@ __version__ = "0.1.0"
 # value wins.
 os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
 
-from . import _C  # noqa: E402  (the C++ core registers allocator, guard, hooks, kernels)
+
+
+def _load_core():
+    """The C++ core (it registers allocator, guard, hooks, kernels), or an error that names a shadowing checkout."""
+    try:
+        from . import _C
+    except ImportError as e:
+        here = os.path.dirname(os.path.abspath(__file__))
+        if any(f.startswith("_C.") for f in os.listdir(here)):
+            raise  # the core is there and fails to load: its own error says why
+        # The usual cause: an unbuilt source checkout first on sys.path (PYTHONPATH, or the current
+        # directory under `python -m`) hides the installed package; Python then reports a circular import.
+        raise ImportError(
+            f"torch_neuronx was imported from {here}, which has no built C++ core (torch_neuronx/_C*.so): "
+            "an unbuilt source checkout is shadowing the installed package (it comes first on sys.path through "
+            "PYTHONPATH or the current directory). Fix: run from outside the checkout / unset PYTHONPATH to use "
+            "the installed package, or build this checkout (`bash scripts/build.sh`, or "
+            "`pip install --no-build-isolation -e .`).") from e
+    return _C
+
+
+_C = _load_core()
 from . import runtime  # noqa: E402
 
 _C._route_ops_with_host_kernels_to_fallback()  # after the core's static registrations: see csrc/aten/RegisterFallback.cpp
