@@ -9,6 +9,8 @@ neuron too).
 
 from __future__ import annotations
 
+import traceback
+
 MISSING_OP = "missing op"
 DTYPE = "dtype"
 GRAPH_BREAK = "graph break"
@@ -46,6 +48,14 @@ def first_line(exc: BaseException) -> str:
     if len(msg) > 300:
         msg = msg[:297] + "..."
     return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
+
+def cpu_failure(exc: BaseException) -> dict:
+    """The CPU record of a model or pipeline that cannot run here at all (called in its except block;
+    such entries are not counted against neuron)."""
+    category = NEEDS_PACKAGE if classify(exc) == NEEDS_PACKAGE else CPU_FAILS
+    return {"status": "fail", "category": category, "error": first_line(exc),
+            "traceback": traceback.format_exc(limit=-6)}
 
 
 def classify(exc: BaseException) -> str:

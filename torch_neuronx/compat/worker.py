@@ -176,7 +176,7 @@ def compare_logits(ref, got) -> tuple[bool, float, str]:
 
 def compare_grads(ref: dict, got: dict, side: str = "neuron") -> tuple[bool, float, str]:
     import torch
-    worst, worst_name = 0.0, ""
+    worst = 0.0
     for name, r in ref.items():
         g = got.get(name)
         if (r is None) != (g is None):
@@ -189,8 +189,7 @@ def compare_grads(ref: dict, got: dict, side: str = "neuron") -> tuple[bool, flo
             d = (r - g).abs().max().item()
             return False, d, f"grad of {name} differs: max |diff| {d:.3g} (atol {GRAD_ATOL}, rtol {GRAD_RTOL})"
         d = (r - g).abs().max().item() if r.numel() else 0.0
-        if d > worst:
-            worst, worst_name = d, name
+        worst = max(worst, d)
     return True, worst, ""
 
 
@@ -447,13 +446,11 @@ def run(arch: str, mode: str, out: str, reference: type[CpuReference] = CpuRefer
     import torch  # noqa: F401 - loads torch_neuronx (autoload)
     import transformers
     transformers.logging.set_verbosity_error()
-    from .categories import CPU_FAILS, NEEDS_PACKAGE, classify, first_line
+    from .categories import classify, cpu_failure, first_line
     try:
         ref = reference(arch, result, want_generate=any(s.startswith("generate") for s in steps))
     except Exception as e:  # noqa: BLE001 - the architecture cannot run here at all
-        category = NEEDS_PACKAGE if classify(e) == NEEDS_PACKAGE else CPU_FAILS
-        result.data["cpu"] = {"status": "fail", "category": category, "error": first_line(e),
-                              "traceback": traceback.format_exc(limit=-6)}
+        result.data["cpu"] = cpu_failure(e)
         result.running(None)
         return 0
     result.data["cpu"] = {"status": "pass"}

@@ -163,7 +163,7 @@ def run(name: str, mode: str, out: str) -> int:
     import transformers
     diffusers.utils.logging.set_verbosity_error()
     transformers.logging.set_verbosity_error()
-    from ..categories import CPU_FAILS, NEEDS_PACKAGE, classify, first_line
+    from ..categories import cpu_failure
     from .registry import family
     result.data["family"] = family(name)
     result.running("cpu")
@@ -171,9 +171,7 @@ def run(name: str, mode: str, out: str) -> int:
     try:
         ref = run_pipeline(name, "cpu")
     except Exception as e:  # noqa: BLE001 - the pipeline cannot run here at all
-        category = NEEDS_PACKAGE if classify(e) == NEEDS_PACKAGE else CPU_FAILS
-        result.data["cpu"] = {"status": "fail", "category": category, "error": first_line(e),
-                              "traceback": traceback.format_exc(limit=-6)}
+        result.data["cpu"] = cpu_failure(e)
         result.running(None)
         return 0
     result.data["cpu"] = {"status": "pass", "output_shape": list(ref.shape)}
