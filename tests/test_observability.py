@@ -280,7 +280,16 @@ def test_top_live_view_refreshes_as_processes_come_and_go(tmp_path):
         assert read_until("no process holds a NeuronCore"), seen
     finally:
         top.send_signal(signal.SIGINT)
-        code = top.wait(timeout=60)
+        # Keep draining the terminal while top exits: it redraws every 0.3 s, and once the pty's buffer is
+        # full its writes (its last redraw on Ctrl-C included) block, so it could never finish exiting.
+        deadline = time.monotonic() + 60
+        while top.poll() is None and time.monotonic() < deadline:
+            if select.select([main_fd], [], [], 0.2)[0]:
+                try:
+                    os.read(main_fd, 65536)
+                except OSError:  # EIO: top closed its end of the terminal
+                    time.sleep(0.05)
+        code = top.wait(timeout=5)
         os.close(main_fd)
     assert code == 0
 
