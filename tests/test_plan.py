@@ -165,7 +165,7 @@ def test_plan_bad_inputs(tmp_path):
     assert "28 attention heads" in r.stderr and "4 key/value heads" in r.stderr, r.stderr
     assert "TP degrees that work on this instance: 1, 2, 4" in r.stderr, r.stderr
     r = _plan_cli("--model", "llama-3.1-8b", "--instance", "trn9.colossal")
-    assert r.returncode == 1 and "unknown instance 'trn9.colossal'" in r.stderr, r.stderr
+    assert r.returncode == 1 and "'trn9.colossal' is not a known Neuron instance type" in r.stderr, r.stderr
     assert "trn1.32xlarge" in r.stderr and "trn2.48xlarge" in r.stderr, r.stderr
     r = _plan_cli("--model", "no-such-model", "--instance", "trn2.48xlarge")
     assert r.returncode == 1 and "llama-3.1-70b" in r.stderr and "mixtral-8x7b" in r.stderr, r.stderr

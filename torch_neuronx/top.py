@@ -35,11 +35,9 @@ def snapshot(instance: str | None = None) -> dict:
     import os
 
     from .runtime import ownership
-    from .runtime.topology import DEFAULT_INSTANCE, INSTANCES, TopologyError
+    from .runtime.topology import DEFAULT_INSTANCE, instance_type
     name = instance or os.environ.get("TORCHNEURON_INSTANCE", "").strip() or DEFAULT_INSTANCE
-    if name not in INSTANCES:
-        raise TopologyError(f"{name!r} is not a known Neuron instance type. Known: {', '.join(sorted(INSTANCES))}.")
-    inst = INSTANCES[name]
+    inst = instance_type(name)
     held = ownership.held_cores(name)
     physical_total = inst.chips * inst.cores_per_chip
     physical_held = {p for h in held for p in h.physical_cores}

@@ -77,9 +77,7 @@ def known_instances() -> list[str]:
 
 def machine(name: str, lnc: int | None = None) -> Machine:
     """The instance NAME at LNC (default: the platform's default, 2 on Trainium2/3, else 1)."""
-    inst = _topology.INSTANCES.get(name)
-    if inst is None:
-        raise PlanError(f"unknown instance {name!r}. Known instances: {', '.join(known_instances())}")
+    inst = _topology.instance_type(name, PlanError, "instance")
     if lnc is None:
         lnc = inst.default_lnc
     if lnc not in inst.lnc_choices:

@@ -17,7 +17,7 @@ split_group, each DeviceMesh dimension).
 
 from __future__ import annotations
 
-from .topology import INSTANCES, InstanceType, TopologyError
+from .topology import InstanceType, TopologyError, instance_type
 
 
 class CollectiveTopologyError(TopologyError):
@@ -27,9 +27,7 @@ class CollectiveTopologyError(TopologyError):
 def _instance(instance: str | InstanceType) -> InstanceType:
     if isinstance(instance, InstanceType):
         return instance
-    if instance not in INSTANCES:
-        raise TopologyError(f"{instance!r} is not a known Neuron instance type. Known: {', '.join(sorted(INSTANCES))}.")
-    return INSTANCES[instance]
+    return instance_type(instance)
 
 
 def _trn1_ok(size: int) -> bool:
@@ -61,9 +59,8 @@ def check_collective_group(size: int, ranks: list[int] | None = None,
         instance = runtime.topology().instance
     inst = _instance(instance)
     if inst.chip == "Trainium1" and not _trn1_ok(size):
-        near = [n for n in (1, 2, 8, 16, 32, 64, 96, 128) if n != size]
-        below = max((n for n in near if n < size), default=1)
-        above = min((n for n in near if n > size), default=32)
+        below = max(n for n in range(1, size) if _trn1_ok(n))
+        above = next(n for n in range(size + 1, size + 33) if _trn1_ok(n))
         raise CollectiveTopologyError(
             f"Unsupported topology: a collective group of {size} ranks on {inst.name} ({inst.chip}). Neuron's "
             f"collectives on Trainium1 run over {_describe(inst)}. Use a group of {below} or {above} ranks "

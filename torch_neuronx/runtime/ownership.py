@@ -38,7 +38,7 @@ import os
 import struct
 from dataclasses import dataclass
 
-from .topology import INSTANCES, Topology, TopologyError
+from .topology import DEFAULT_INSTANCE, Topology, TopologyError, instance_type
 
 USAGE_OFFSET = 128  # must match kUsageOffset in csrc/runtime/Emulator.cpp: int64 in use, then int64 peak
 ENV = "TORCHNEURON_CORE_REGISTRY"
@@ -155,10 +155,8 @@ def held_cores(instance: str | None = None, env=None) -> list[HeldCore]:
     """The cores live processes hold on the emulated instance (default: this process's instance type)."""
     env = os.environ if env is None else env
     if instance is None:
-        instance = env.get("TORCHNEURON_INSTANCE", "").strip() or __import__(
-            "torch_neuronx.runtime.topology", fromlist=["DEFAULT_INSTANCE"]).DEFAULT_INSTANCE
-    if instance not in INSTANCES:
-        raise TopologyError(f"{instance!r} is not a known Neuron instance type")
+        instance = env.get("TORCHNEURON_INSTANCE", "").strip() or DEFAULT_INSTANCE
+    inst = instance_type(instance)
     directory = instance_dir(instance, env)
     if directory is None:
         return []
@@ -172,7 +170,7 @@ def held_cores(instance: str | None = None, env=None) -> list[HeldCore]:
         fields, used, peak = found
         try:
             pid, core, lnc = int(fields["pid"]), int(fields["core"]), int(fields["lnc"])
-            budget = int(fields.get("budget", INSTANCES[instance].usable_bank_bytes()))
+            budget = int(fields.get("budget", inst.usable_bank_bytes()))
         except (KeyError, ValueError):
             continue  # held but not yet described: the holder is writing its header
         entry = groups.setdefault((pid, core), [lnc, [], 0, 0, budget])

@@ -119,6 +119,18 @@ class TopologyError(RuntimeError):
     """The environment asks for cores this emulated instance does not have."""
 
 
+def instance_type(name: str, error: type[Exception] = TopologyError, source: str = "") -> InstanceType:
+    """The instance type NAME; else `error` naming the known ones (the one lookup by name).
+
+    `source` is where the name came from (an environment variable, a CLI option), shown in the message.
+    """
+    inst = INSTANCES.get(name)
+    if inst is None:
+        raise error(f"{source + '=' if source else ''}{name!r} is not a known Neuron instance type. "
+                    f"Known: {', '.join(sorted(INSTANCES))}.")
+    return inst
+
+
 @dataclass(frozen=True)
 class Topology:
     """The devices of this process.
@@ -312,11 +324,7 @@ def discover(env: Mapping[str, str] | None = None) -> Topology:
     """Read the emulated topology from the environment, validating every variable."""
     env = os.environ if env is None else env
     name = env.get("TORCHNEURON_INSTANCE", DEFAULT_INSTANCE).strip()
-    inst = INSTANCES.get(name)
-    if inst is None:
-        raise TopologyError(
-            f"TORCHNEURON_INSTANCE={name!r} is not a known Neuron instance type. "
-            f"Known: {', '.join(sorted(INSTANCES))}.")
+    inst = instance_type(name, source="TORCHNEURON_INSTANCE")
     lnc = _lnc(inst, env)
     cc_lnc = compiler_lnc(env.get("NEURON_CC_FLAGS", ""))
     if cc_lnc is not None and cc_lnc != lnc:
