@@ -364,3 +364,27 @@ def test_worker_that_cannot_start_is_an_environment_error_with_the_fix(tmp_path,
     assert "torch_neuronx.compat.worker" in text  # the command that failed, and its last log line
     assert f"imports torch_neuronx from {shadow / 'torch_neuronx'}" in text and "PYTHONPATH" in text
     assert "compatible:" not in text and not (out / "compat.json").exists()
+
+
+def test_workers_use_cores_no_other_process_holds():
+    """NeuronCores are exclusive per process: a matrix run next to another job on this host gives its workers
+    cores nobody holds (not the first ones blindly, which would fail every architecture), and asks for fewer
+    jobs, naming the holders' command, when too few are free."""
+    from helpers import run_python
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, torch; torch.ones(1, device='neuron'); "
+                               "print('held', flush=True); sys.stdin.read()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "NEURON_RT_VISIBLE_CORES": "10"})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        r = run_python("from torch_neuronx.compat.runner import _worker_cores\n"
+                       "q = _worker_cores(2); print(sorted(q.get() for _ in range(2)))\n"
+                       "try:\n    _worker_cores(4)\nexcept Exception as e:\n    print(type(e).__name__, e)\n",
+                       env={"NEURON_RT_VISIBLE_CORES": "10-13"})
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "[11, 12]", r.stdout
+    assert lines[1].startswith("TopologyError --jobs 4 needs 4 free NeuronCores") and "3 of the 4" in lines[1], r.stdout

@@ -93,3 +93,22 @@ def test_user_value_of_hf_deactivate_async_load_wins():
                    env={"HF_DEACTIVATE_ASYNC_LOAD": "0"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "0"
+
+
+def test_continuous_batching_generate_batch_equals_cpu(tiny_path):
+    """`generate_batch` (Transformers' continuous batching, paged cache) on neuron: tokens equal to CPU's.
+    Its cache is given a size (num_blocks): left to size itself, Transformers 5.23 takes 90% of the host's
+    RAM on devices it does not know (docs/huggingface.md)."""
+    from transformers import AutoModelForCausalLM, GenerationConfig
+    from transformers.generation.configuration_utils import ContinuousBatchingConfig
+
+    prompts = [[1, 2, 3, 4, 5], [7, 8, 9]]
+    gen = GenerationConfig(max_new_tokens=8, do_sample=False, eos_token_id=-1, pad_token_id=0)
+    outputs = {}
+    for device in ("cpu", "neuron"):
+        model = AutoModelForCausalLM.from_pretrained(tiny_path, dtype=torch.float32).eval().to(device)
+        out = model.generate_batch(inputs=prompts, generation_config=gen,
+                                   continuous_batching_config=ContinuousBatchingConfig(num_blocks=16, max_batch_tokens=64))
+        outputs[device] = {k: v.generated_tokens for k, v in out.items()}
+    assert len(outputs["cpu"]) == 2 and all(len(t) == 8 for t in outputs["cpu"].values())
+    assert outputs["neuron"] == outputs["cpu"]

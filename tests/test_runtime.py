@@ -82,6 +82,37 @@ def test_oom_names_core_request_and_budget_and_process_survives():
     assert torch.ones(4, device="neuron").sum().item() == 4
 
 
+HOST_BACKING_SCRIPT = r"""
+import torch
+GiB = 1 << 30
+available = int(open("/proc/meminfo").read().split("MemAvailable:")[1].split()[0]) * 1024
+want = available + GiB
+budget = torch.neuron.mem_get_info(0)[0]
+print("fits budget", want <= budget)
+try:
+    torch.empty(want, dtype=torch.uint8, device="neuron")
+    print("allocated")
+except torch.OutOfMemoryError as e:
+    print("OOM", e)
+print("after", torch.neuron.memory_allocated(0), torch.ones(4, device="neuron").sum().item())
+"""
+
+
+def test_allocation_the_host_cannot_back_fails_clearly_instead_of_the_oom_killer():
+    """Device memory is host RAM: a request within the core's budget but beyond the host's available RAM
+    (Transformers' continuous batching sizes its cache from host RAM on neuron) is refused with the cause
+    and the fix, and nothing is taken, instead of the kernel killing the process while it is filled.
+    trn3's 36 GiB bank is larger than this machine's RAM (a host with more RAM than that cannot show it)."""
+    r = run_python(HOST_BACKING_SCRIPT, env={"TORCHNEURON_INSTANCE": "trn3-gen2", "NEURON_RT_VISIBLE_CORES": "0"})
+    assert r.returncode == 0, r.stderr
+    if "fits budget False" in r.stdout:
+        pytest.skip("this host has more RAM available than a trn3 core's HBM budget: nothing to refuse")
+    assert "allocated" not in r.stdout.splitlines()
+    assert "OOM Neuron emulator out of host memory on neuron:0 (NeuronCore 0 of trn3-gen2)" in r.stdout, r.stdout
+    assert "ContinuousBatchingConfig(num_blocks=...)" in r.stdout and "TORCHNEURON_HBM_PER_CORE" in r.stdout
+    assert "after 0 4.0" in r.stdout
+
+
 OOM_SCRIPT = r"""
 import torch
 MiB = 1 << 20

@@ -312,6 +312,50 @@ const std::string& label(int device) {
       "NEURON_LOGICAL_NC_CONFIG=2 on trn2/trn3).");
 }
 
+// The emulator keeps device memory in host RAM, and a core's HBM budget (24 GiB on trn2) can be more than
+// the host has left. A large request the host cannot back would be killed by the kernel's OOM killer while
+// it is filled (the job, or a neighbour, lost without a word), so it fails here first, with the cause and
+// the fix. Only requests of kHostCheckBytes and more are checked: reading /proc/meminfo costs ~20 us, noise
+// next to filling 64 MiB, and small allocations are never the ones that take the host down at once.
+constexpr size_t kHostCheckBytes = size_t(64) << 20;
+
+// MemAvailable of /proc/meminfo in bytes (what the host can give without swapping), or -1 if unknown.
+static int64_t host_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kib;
+  std::string unit;
+  while (in >> key >> kib) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return -1;
+}
+
+static void check_host_backing(int device, size_t nbytes) {
+  if (nbytes < kHostCheckBytes) return;
+  int64_t available = host_available_bytes();
+  if (available < 0 || static_cast<int64_t>(nbytes) <= available) return;
+  auto& s = state();
+  int64_t budget, used;
+  {
+    std::lock_guard<std::mutex> g(s.mu);
+    budget = s.budget[device];
+    used = s.bank_used[s.bank[device]];
+  }
+  if (static_cast<int64_t>(nbytes) > budget - used) return;  // over the budget too: Neuron's own OOM, raised by reserve
+  notify(MemoryEvent::Oom, device, nullptr, nbytes, used);
+  TORCH_CHECK_WITH(
+      OutOfMemoryError, false,
+      "Neuron emulator out of host memory on ", s.labels[device], ": tried to allocate ", human(nbytes),
+      ", which the core's HBM budget allows (", human(budget - used), " of ", human(budget),
+      " free), but this host has only ", human(available),
+      " of RAM available, and the emulator keeps device memory in host RAM. On Trainium the allocation "
+      "would fit. Allocate less here (for a memory-sized pool such as Transformers' continuous batching cache, "
+      "give its size: ContinuousBatchingConfig(num_blocks=...)), or set TORCHNEURON_HBM_PER_CORE to what this "
+      "machine can back, so that code sizing itself from torch.neuron.mem_get_info() asks for less.");
+}
+
 // Reserve nbytes on a core; false when the budget would be exceeded.
 static bool reserve(State& s, int device, size_t nbytes) {
   check_usable(s, device);
@@ -337,6 +381,8 @@ static bool reserve(State& s, int device, size_t nbytes) {
 // taken and the block recorded under one lock; a refused request takes no host memory.
 void* allocate(int device, size_t nbytes) {
   auto& s = state();
+  check_device(s, device);
+  check_host_backing(device, nbytes);
   void* p = nullptr;
   int64_t allocated;
   bool ok;

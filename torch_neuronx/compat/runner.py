@@ -215,15 +215,24 @@ def run_matrix(archs: list[str], mode: str = "both", jobs: int = 1, timeout: flo
 
 def _worker_cores(jobs: int):
     """One NeuronCore per concurrent worker (a core belongs to one process at a time, as on Neuron): the first
-    `jobs` cores this process may use."""
+    `jobs` cores this process may use (NEURON_RT_VISIBLE_CORES, else all) that no other process holds, so a
+    matrix run next to another job on this host does not fail every architecture on a held core."""
     import queue
-    first = 0
-    visible = os.environ.get("NEURON_RT_VISIBLE_CORES", "").strip()
-    if visible.split("-")[0].isdigit():
-        first = int(visible.split("-")[0])
+
+    from ..runtime import ownership
+    from ..runtime.topology import TopologyError, discover
+    topo = discover()
+    held = {p for h in ownership.held_cores(topo.instance.name) for p in h.physical_cores}
+    free = [c for c in topo.visible if held.isdisjoint(ownership.physical_cores(c, topo.lnc))]
+    want = max(1, jobs)
+    if len(free) < want:
+        raise TopologyError(
+            f"--jobs {want} needs {want} free NeuronCores, one per worker, but only {len(free)} of the "
+            f"{len(topo.visible)} this run may use are free (`torchneuron ls` shows which process holds the others). "
+            f"Lower --jobs, stop the holders, or choose free cores with NEURON_RT_VISIBLE_CORES.")
     cores: queue.Queue = queue.Queue()
-    for k in range(max(1, jobs)):
-        cores.put(first + k)
+    for core in free[:want]:
+        cores.put(core)
     return cores
 
 
