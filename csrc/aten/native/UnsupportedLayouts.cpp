@@ -25,25 +25,24 @@ const char* layout_name(c10::Layout layout) {
     default: return "non-strided";
   }
 }
-} // namespace
 
-void reject_layout(const std::string& op, c10::Layout layout) {
-  const char* name = layout_name(layout);
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "The ", name, " layout is not supported on neuron (", op,
+// The one wording: the layout, the op, and the fix.
+[[noreturn]] void reject(const std::string& op, const char* layout) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "The ", layout, " layout is not supported on neuron (", op,
                               "): Neuron supports dense (strided) tensors only. Keep the tensor dense on "
-                              "neuron (to_dense(), or do not convert it), or run the ", name,
+                              "neuron (to_dense(), or do not convert it), or run the ", layout,
                               " computation on the CPU (tensor.cpu()) and move the dense result back.");
 }
+} // namespace
+
+void reject_layout(const std::string& op, c10::Layout layout) { reject(op, layout_name(layout)); }
 
 namespace {
 
 void reject_key(const char* layout, const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack*) {
   std::string name = op.schema().name();
   if (!op.schema().overload_name().empty()) name += "." + op.schema().overload_name();
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "The ", layout, " layout is not supported on neuron (", name,
-                              "): Neuron supports dense (strided) tensors only. Keep the tensor dense on "
-                              "neuron, or run the ", layout, " computation on the CPU (tensor.cpu()) and move "
-                              "the dense result back.");
+  reject(name, layout);
 }
 
 void sparse(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* s) { reject_key("sparse", op, ks, s); }
