@@ -366,7 +366,7 @@ def test_worker_that_cannot_start_is_an_environment_error_with_the_fix(tmp_path,
     assert "compatible:" not in text and not (out / "compat.json").exists()
 
 
-def test_workers_use_cores_no_other_process_holds():
+def test_workers_use_cores_no_other_process_holds(tmp_path):
     """NeuronCores are exclusive per process: a matrix run next to another job on this host gives its workers
     cores nobody holds (not the first ones blindly, which would fail every architecture), and asks for fewer
     jobs, naming the holders' command, when too few are free."""
@@ -381,6 +381,9 @@ def test_workers_use_cores_no_other_process_holds():
                        "q = _worker_cores(2); print(sorted(q.get() for _ in range(2)))\n"
                        "try:\n    _worker_cores(4)\nexcept Exception as e:\n    print(type(e).__name__, e)\n",
                        env={"NEURON_RT_VISIBLE_CORES": "10-13"})
+        cli = subprocess.run([sys.executable, "-m", "torch_neuronx.cli", "compat", "--arch", "llama", "--mode", "eager",
+                              "--jobs", "2", "--out", str(tmp_path / "report")],
+                             capture_output=True, text=True, env={**os.environ, "NEURON_RT_VISIBLE_CORES": "10-11"})
     finally:
         holder.stdin.close()
         holder.wait(timeout=60)
@@ -388,3 +391,4 @@ def test_workers_use_cores_no_other_process_holds():
     lines = r.stdout.splitlines()
     assert lines[0] == "[11, 12]", r.stdout
     assert lines[1].startswith("TopologyError --jobs 4 needs 4 free NeuronCores") and "3 of the 4" in lines[1], r.stdout
+    assert cli.returncode == 3 and "environment error: --jobs 2 needs 2 free NeuronCores" in cli.stdout, cli.stdout

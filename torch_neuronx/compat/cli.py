@@ -73,6 +73,7 @@ def main(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from . import report, runner
     from .progress import matrix_progress
+    from ..runtime.topology import TopologyError
     from .runner import WorkerStartError, run_matrix
 
     import signal
@@ -134,7 +135,7 @@ def main(args: argparse.Namespace) -> int:
         try:
             results = run_matrix(archs, args.mode, args.jobs, args.timeout, on_start=progress.started,
                                  on_done=on_done, suite=suite)
-        except WorkerStartError as e:
+        except (WorkerStartError, TopologyError) as e:  # a worker cannot start, or no free cores for --jobs
             progress.stop()
             console.print(f"[red]environment error:[/red] {escape(str(e))}", soft_wrap=True)
             return ENVIRONMENT_ERROR
