@@ -29,7 +29,6 @@ static_assert(sizeof(Control) <= kValuesOffset);
 // piece stay in the L3 between the copy in and the reads), not main memory.
 constexpr size_t kDefaultSlotBytes = 1 << 20;
 
-constexpr std::chrono::milliseconds kCheckEvery(100);
 constexpr int kSpins = 200;
 
 size_t slot_bytes_from_env() {
@@ -131,25 +130,16 @@ void SharedMemoryCollectives::wait_barrier() {
     }
   }
   const auto start = std::chrono::steady_clock::now();
-  auto next_check = start + kCheckEvery;
+  auto next_check = start + SharedSegment::kCheckEvery;
   for (;;) {
     // Registered as a sleeper before reading the word (both seq_cst): the last arrival either
     // sees the registration and wakes us, or bumped the word before our futex_wait compares it.
     sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t now = arrived.load(std::memory_order_seq_cst);
-    if (!reached(now)) futex_wait_shared(&control->arrived, now, kCheckEvery);
+    if (!reached(now)) futex_wait_shared(&control->arrived, now, SharedSegment::kCheckEvery);
     sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (reached(arrived.load(std::memory_order_acquire))) return;
-    const auto t = std::chrono::steady_clock::now();
-    if (t < next_check) continue;
-    next_check = t + kCheckEvery;
-    if (auto dead = segment_->dead_peers(); !dead.empty()) {
-      C10_THROW_ERROR(DistBackendError, c10::str(dead, " exited (noticed in shared memory)"));
-    }
-    if (t > start + timeout_) {
-      C10_THROW_ERROR(DistBackendError, c10::str("timed out after ", timeout_.count(),
-                                                 " ms waiting for the other ranks (process group timeout)"));
-    }
+    segment_->throw_if_peers_lost(start, timeout_, next_check);
   }
 }
 

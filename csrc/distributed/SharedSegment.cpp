@@ -210,6 +210,20 @@ std::string SharedSegment::dead_peers() const {
   return dead;
 }
 
+void SharedSegment::throw_if_peers_lost(std::chrono::steady_clock::time_point start, std::chrono::milliseconds timeout,
+                                        std::chrono::steady_clock::time_point& next_check) const {
+  const auto t = std::chrono::steady_clock::now();
+  if (t < next_check) return;
+  next_check = t + kCheckEvery;
+  if (auto dead = dead_peers(); !dead.empty()) {
+    C10_THROW_ERROR(DistBackendError, c10::str(dead, " exited (noticed in shared memory)"));
+  }
+  if (t > start + timeout) {
+    C10_THROW_ERROR(DistBackendError, c10::str("timed out after ", timeout.count(),
+                                               " ms waiting for the other ranks (process group timeout)"));
+  }
+}
+
 void futex_wait_shared(uint32_t* word, uint32_t expected, std::chrono::milliseconds at_most) {
   timespec ts{static_cast<time_t>(at_most.count() / 1000), static_cast<long>(at_most.count() % 1000) * 1000000};
   syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, nullptr, 0);  // not _PRIVATE: the word is shared

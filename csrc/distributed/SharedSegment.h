@@ -43,6 +43,13 @@ class SharedSegment {
   // The peers whose process has exited: "rank 1 (pid 123), rank 3 (pid 456)", or "".
   std::string dead_peers() const;
 
+  // What a rank waiting on its peers (in a loop of sleeps of at most kCheckEvery) calls after each
+  // sleep: from `start` on, every kCheckEvery (reading /proc costs), throws c10::DistBackendError if a
+  // peer's process exited ("rank 1 (pid 123) exited (noticed in shared memory)") or `timeout` passed.
+  static constexpr std::chrono::milliseconds kCheckEvery{100};
+  void throw_if_peers_lost(std::chrono::steady_clock::time_point start, std::chrono::milliseconds timeout,
+                           std::chrono::steady_clock::time_point& next_check) const;
+
  private:
   SharedSegment(void* base, size_t mapped, size_t header, int rank, int size);
 

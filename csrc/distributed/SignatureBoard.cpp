@@ -30,7 +30,6 @@ size_t slot_bytes(int size) {
 size_t board_bytes(int size) { return kSlots * slot_bytes(size); }
 
 constexpr int kPolls = 200;
-constexpr std::chrono::milliseconds kCheckEvery(100);
 
 } // namespace
 
@@ -49,22 +48,6 @@ char* SignatureBoard::slot(uint32_t index) const {
   return segment_->data() + static_cast<size_t>(index % kSlots) * slot_bytes(size_);
 }
 
-// Sleeps on `word` (expected value `seen`) up to kCheckEvery; every kCheckEvery of waiting, throws if
-// a peer died or the deadline passed.
-void SignatureBoard::wait_or_throw(std::chrono::steady_clock::time_point start, std::chrono::milliseconds timeout,
-                                   std::chrono::steady_clock::time_point& next_check) const {
-  const auto t = std::chrono::steady_clock::now();
-  if (t < next_check) return;
-  next_check = t + kCheckEvery;
-  if (auto dead = segment_->dead_peers(); !dead.empty()) {
-    C10_THROW_ERROR(DistBackendError, c10::str(dead, " exited"));
-  }
-  if (t > start + timeout) {
-    C10_THROW_ERROR(DistBackendError, c10::str("timed out after ", timeout.count(),
-                                               " ms waiting for the other ranks (process group timeout)"));
-  }
-}
-
 SignatureBoard::Round SignatureBoard::post(const int64_t* mine, int n_fields, std::chrono::milliseconds timeout) {
   TORCH_INTERNAL_ASSERT(n_fields <= kMaxFields);
   std::lock_guard<std::mutex> guard(mutex_);
@@ -77,12 +60,12 @@ SignatureBoard::Round SignatureBoard::post(const int64_t* mine, int n_fields, st
   if (use > 0) {
     auto* released = reinterpret_cast<uint32_t*>(s + released_offset());
     const auto start = std::chrono::steady_clock::now();
-    auto next_check = start + kCheckEvery;
+    auto next_check = start + SharedSegment::kCheckEvery;
     for (int r = 0; r < size_; ++r) {
       std::atomic_ref<uint32_t> stamp(released[r]);
       while (static_cast<int32_t>(stamp.load(std::memory_order_acquire) - use) < 0) {
         usleep(200);
-        wait_or_throw(start, timeout, next_check);
+        segment_->throw_if_peers_lost(start, timeout, next_check);
       }
     }
   }
@@ -117,14 +100,14 @@ void SignatureBoard::wait_all(const Round& round, std::chrono::milliseconds time
   // measured to cost more than it saves on a host with more ranks than CPUs: it takes the CPU from the
   // ranks that must arrive.
   const auto start = std::chrono::steady_clock::now();
-  auto next_check = start + kCheckEvery;
+  auto next_check = start + SharedSegment::kCheckEvery;
   for (int polls = 0;; ++polls) {
     const uint32_t now = count.load(std::memory_order_acquire);
     if (reached(now)) break;
     if (polls < kPolls) continue;
-    futex_wait_shared(&header->arrived, now, kCheckEvery);  // returns early when another rank posts
+    futex_wait_shared(&header->arrived, now, SharedSegment::kCheckEvery);  // returns early when another rank posts
     if (reached(count.load(std::memory_order_acquire))) break;
-    wait_or_throw(start, timeout, next_check);
+    segment_->throw_if_peers_lost(start, timeout, next_check);
   }
 }
 

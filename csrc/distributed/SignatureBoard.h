@@ -53,8 +53,6 @@ class SignatureBoard {
  private:
   SignatureBoard(std::unique_ptr<SharedSegment> segment, int rank, int size);
   char* slot(uint32_t index) const;
-  void wait_or_throw(std::chrono::steady_clock::time_point start, std::chrono::milliseconds timeout,
-                     std::chrono::steady_clock::time_point& next_check) const;
 
   std::unique_ptr<SharedSegment> segment_;
   int rank_;
