@@ -32,10 +32,12 @@ LAYOUTS = {
     "two_hosts": (2, 2, {"TORCHNEURON_COLLECTIVE_CHECKS": "network", "TORCHNEURON_SHM_COLLECTIVES": "0"},
                   "network", "gloo"),
     # One host: check (SignatureBoard) and data (SharedMemoryCollectives) through shared memory, the default.
-    "one_host": (1, 4, {}, "shared memory", "shared memory"),
+    "one_host": (1, 4, {}, "shared memory", "shared memory (direct reads)"),
+    # The same where ranks may not read each other's memory (e.g. Yama ptrace_scope 2): every size through the slots.
+    "one_host_staging": (1, 4, {"TORCHNEURON_SHM_DIRECT": "0"}, "shared memory", "shared memory (staging)"),
     # The same with device memory inaccessible outside the host bridge (docs/runtime.md): the shared-memory
     # path reaches device memory only through the bridge, as it would have to on a real Neuron runtime.
-    "one_host_strict_memory": (1, 4, {"TORCHNEURON_STRICT_MEMORY": "1"}, "shared memory", "shared memory"),
+    "one_host_strict_memory": (1, 4, {"TORCHNEURON_STRICT_MEMORY": "1"}, "shared memory", "shared memory (direct reads)"),
 }
 
 
@@ -446,7 +448,7 @@ def _worker() -> None:
     print(f"rank {rank} moves data through {backend.data_transport}", flush=True)
     print(f"rank {rank} has pid {os.getpid()}", flush=True)
     print(f"rank {rank} guards device memory: {torch_neuronx._C._guards_host_access()}", flush=True)
-    t.shared_memory = backend.data_transport == "shared memory"
+    t.shared_memory = backend.data_transport.startswith("shared memory")
     for check in CHECKS:
         check(t)
     dist.barrier()

@@ -759,7 +759,12 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::barrier(const c10d::BarrierOptions&
   // The device in opts (barrier(device_ids=[local_rank])) only chose this
   // backend; the host's barrier needs no tensor.
   std::function<void()> on_shm;
-  if (shm_) on_shm = [&] { shm_->barrier(); };
+  if (shm_) {
+    // With the check on, every rank waited in it until all had posted this barrier: that was the
+    // barrier (one meeting instead of two). The data path only refuses a broken group then.
+    const bool met_in_check = collective_check_mode() != CheckMode::kOff;
+    on_shm = [this, met_in_check] { met_in_check ? shm_->check_usable() : shm_->barrier(); };
+  }
   return collective({OpType::BARRIER, "barrier", {}, {}, at::Tensor(), Sig::of(OpType::BARRIER, at::Tensor(), 0, -1)},
                     on_shm, [&]() -> Issued { return {host_->barrier(opts), nullptr}; });
 }

@@ -56,7 +56,10 @@ class ProcessGroupNeuron : public c10d::Backend {
   // How the pre-collective check runs: "shared memory", "network" (through the host backend) or "off".
   std::string check_transport() const;
   // Which path moves the data of the collectives it carries: "shared memory" or "gloo".
-  std::string data_transport() const { return shm_ ? "shared memory" : "gloo"; }
+  std::string data_transport() const {
+    if (!shm_) return "gloo";
+    return shm_->reads_peers_directly() ? "shared memory (direct reads)" : "shared memory (staging)";
+  }
 
   bool supportsSplitting() const override { return true; }
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,

@@ -9,20 +9,30 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <cerrno>
+
 #include <sched.h>
+#include <sys/uio.h>
 
 namespace neuron::distributed {
 namespace {
 
-// The control block at the start of the segment; the buffers follow.
+// The control block at the start of the segment; then, per rank, one int64 value (exchange()'s rounds)
+// and `size` addresses (what direct reads take from the rank's memory); then the buffers.
 struct Control {
   alignas(64) uint32_t arrived;  // futex word: barrier arrivals so far, all barriers together (wraps)
   alignas(64) uint32_t sleepers; // ranks asleep on `arrived`: the last arrival wakes them only if any
 };
-constexpr size_t kControlBytes = 4096;
-// Per-rank values published for one round of exchange() (its number of rounds), after the control block.
 constexpr size_t kValuesOffset = 256;
 static_assert(sizeof(Control) <= kValuesOffset);
+size_t addresses_offset(int size) { return kValuesOffset + sizeof(int64_t) * size; }
+size_t control_bytes(int size) {
+  return (addresses_offset(size) + sizeof(uint64_t) * size * size + 4095) / 4096 * 4096;
+}
+
+// Pieces a direct reduction reads from each peer at a time into this rank's scratch: they stay in
+// the cache between the read and the reduction.
+constexpr size_t kDirectPieceBytes = 256 << 10;
 
 // A slot per rank and buffer. Large enough that the per-piece barriers are a small share of a large
 // collective, small enough that a piece moves through the shared cache (slots of all ranks of a
@@ -30,6 +40,10 @@ static_assert(sizeof(Control) <= kValuesOffset);
 constexpr size_t kDefaultSlotBytes = 1 << 20;
 
 constexpr int kSpins = 200;
+
+// Up to this size an all_reduce is latency: every rank reduces all of it after a single barrier
+// (size x the reads, a few microseconds at most), instead of reduce-scatter, barrier, all-gather.
+constexpr size_t kWholeReductionBytes = 64 << 10;
 
 size_t slot_bytes_from_env() {
   const char* v = std::getenv("TORCHNEURON_SHM_SLOT_KIB");  // tuning only (bench): slot size in KiB
@@ -65,10 +79,35 @@ bool SharedMemoryCollectives::enabled() {
 std::unique_ptr<SharedMemoryCollectives> SharedMemoryCollectives::connect(c10d::Store& store, int rank, int size,
                                                                           std::chrono::milliseconds timeout) {
   const size_t slot = slot_bytes_from_env();
-  auto segment = SharedSegment::connect(store, "data", rank, size, kControlBytes + 2 * size * slot);
+  auto segment = SharedSegment::connect(store, "data", rank, size, control_bytes(size) + 2 * size * slot);
   if (!segment) return nullptr;
-  return std::unique_ptr<SharedMemoryCollectives>(
-      new SharedMemoryCollectives(std::move(segment), rank, size, slot, timeout));
+  std::unique_ptr<SharedMemoryCollectives> shm(new SharedMemoryCollectives(std::move(segment), rank, size, slot, timeout));
+  shm->direct_ = shm->peers_readable(store);
+  return shm;
+}
+
+// Whether this rank can read every peer's memory (process_vm_readv: same user, and no policy such
+// as Yama's ptrace_scope forbids it), agreed through the store: true on every rank or on none.
+bool SharedMemoryCollectives::peers_readable(c10d::Store& store) {
+  static const uint64_t probe = 0x4e45555244495231;  // read by the peers
+  published(rank_)[0] = reinterpret_cast<uint64_t>(&probe);
+  wait_barrier();
+  const char* env = std::getenv("TORCHNEURON_SHM_DIRECT");  // "0": staging only (tests of that path, bench)
+  bool all = !(env && std::string(env) == "0");
+  for (int q = 0; q < size_ && all; ++q) {
+    uint64_t seen = 0;
+    iovec local{&seen, sizeof(seen)}, remote{reinterpret_cast<void*>(published(q)[0]), sizeof(seen)};
+    all = q == rank_ || (process_vm_readv(static_cast<pid_t>(segment_->pid(q)), &local, 1, &remote, 1, 0) ==
+                             static_cast<ssize_t>(sizeof(seen)) && seen == probe);
+  }
+  const std::string prefix = "neuron_shm/direct/";
+  store.set(prefix + std::to_string(rank_), all ? "1" : "0");
+  std::vector<std::string> keys;
+  for (int q = 0; q < size_; ++q) keys.push_back(prefix + std::to_string(q));
+  store.wait(keys);
+  for (const auto& k : keys) all = all && store.get_to_str(k) == "1";
+  wait_barrier();  // every rank read the probe before any publishes a collective's addresses
+  return all;
 }
 
 SharedMemoryCollectives::SharedMemoryCollectives(std::unique_ptr<SharedSegment> segment, int rank, int size,
@@ -81,7 +120,30 @@ SharedMemoryCollectives::SharedMemoryCollectives(std::unique_ptr<SharedSegment> 
       spin_(size <= host_cpus()) {}
 
 char* SharedMemoryCollectives::slot(int buffer, int rank) const {
-  return segment_->data() + kControlBytes + (static_cast<size_t>(buffer) * size_ + rank) * slot_bytes_;
+  return segment_->data() + control_bytes(size_) + (static_cast<size_t>(buffer) * size_ + rank) * slot_bytes_;
+}
+
+uint64_t* SharedMemoryCollectives::published(int rank) const {
+  return reinterpret_cast<uint64_t*>(segment_->data() + addresses_offset(size_)) + static_cast<size_t>(rank) * size_;
+}
+
+void SharedMemoryCollectives::read_peer(int q, void* to, uint64_t from, int64_t bytes) {
+  auto* dst = static_cast<char*>(to);
+  while (bytes > 0) {
+    iovec local{dst, static_cast<size_t>(bytes)}, remote{reinterpret_cast<void*>(from), static_cast<size_t>(bytes)};
+    const ssize_t n = process_vm_readv(static_cast<pid_t>(segment_->pid(q)), &local, 1, &remote, 1, 0);
+    if (n <= 0) {
+      const int err = errno;
+      if (auto dead = segment_->dead_peers(); !dead.empty()) {
+        C10_THROW_ERROR(DistBackendError, c10::str(dead, " exited (noticed in shared memory)"));
+      }
+      C10_THROW_ERROR(DistBackendError, c10::str("reading ", bytes, " bytes of rank ", q, "'s memory (pid ",
+                                                 segment_->pid(q), ") failed: ", std::strerror(err)));
+    }
+    dst += n;
+    from += static_cast<uint64_t>(n);
+    bytes -= n;
+  }
 }
 
 void SharedMemoryCollectives::check_usable() const {
@@ -151,9 +213,25 @@ void SharedMemoryCollectives::all_reduce(void* data, int64_t count, at::ScalarTy
                                          c10d::ReduceOp::RedOpType op, int root) {
   guarded([&] {
     const size_t e = at::elementSize(dtype);
-    const int64_t piece = static_cast<int64_t>(slot_bytes_ / e);
     char* mine = static_cast<char*>(data);
     std::vector<const void*> srcs(size_);
+    if (count * static_cast<int64_t>(e) <= static_cast<int64_t>(std::min(kWholeReductionBytes, slot_bytes_))) {
+      // Small: one barrier instead of two. Every rank publishes all its data; every rank (or only the
+      // root) reduces the whole of it, in the same rank order: the same bits as by chunks.
+      const int b = next_buffer();
+      std::memcpy(slot(b, rank_), mine, count * e);
+      wait_barrier();
+      if (root < 0 || root == rank_) {
+        for (int q = 0; q < size_; ++q) srcs[q] = slot(b, q);
+        reduce_in_rank_order(mine, srcs.data(), size_, count, dtype, op);
+      }
+      return;
+    }
+    if (direct_ && root < 0 && count * static_cast<int64_t>(e) > static_cast<int64_t>(slot_bytes_)) {
+      all_reduce_direct(mine, count, dtype, op);
+      return;
+    }
+    const int64_t piece = static_cast<int64_t>(slot_bytes_ / e);
     for (int64_t off = 0; off < count; off += piece) {
       const int64_t len = std::min(piece, count - off);
       const int b = next_buffer();
@@ -180,6 +258,61 @@ void SharedMemoryCollectives::all_reduce(void* data, int64_t count, at::ScalarTy
   });
 }
 
+// Rank r reduces chunk r of everyone's data in place in its own memory (reading the peers' chunk r
+// piece by piece into its scratch); barrier; every rank reads chunk c from rank c; barrier (nobody
+// changes its data before every rank has read from it).
+void SharedMemoryCollectives::all_reduce_direct(char* data, int64_t count, at::ScalarType dtype,
+                                                c10d::ReduceOp::RedOpType op) {
+  const size_t e = at::elementSize(dtype);
+  auto begin = [&](int c) { return chunk_begin(count, size_, c); };
+  published(rank_)[0] = reinterpret_cast<uint64_t>(data);
+  wait_barrier();
+  const int64_t piece = static_cast<int64_t>(kDirectPieceBytes / e);
+  scratch_.resize(kDirectPieceBytes * size_);
+  std::vector<const void*> srcs(size_);
+  for (int64_t off = begin(rank_); off < begin(rank_ + 1); off += piece) {
+    const int64_t len = std::min(piece, begin(rank_ + 1) - off);
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_) {
+        srcs[q] = data + off * e;
+      } else {
+        read_peer(q, scratch_.data() + q * kDirectPieceBytes, published(q)[0] + off * e, len * e);
+        srcs[q] = scratch_.data() + q * kDirectPieceBytes;
+      }
+    }
+    reduce_in_rank_order(data + off * e, srcs.data(), size_, len, dtype, op);
+  }
+  wait_barrier();
+  for (int c = 0; c < size_; ++c) {
+    if (c != rank_) read_peer(c, data + begin(c) * e, published(c)[0] + begin(c) * e, (begin(c + 1) - begin(c)) * e);
+  }
+  wait_barrier();
+}
+
+// Rank r reduces the peers' chunks[r], read piece by piece into its scratch; barrier at the end.
+void SharedMemoryCollectives::reduce_scatter_direct(void* out, const std::vector<const void*>& chunks, int64_t count,
+                                                    at::ScalarType dtype, c10d::ReduceOp::RedOpType op) {
+  const size_t e = at::elementSize(dtype);
+  for (int c = 0; c < size_; ++c) published(rank_)[c] = reinterpret_cast<uint64_t>(chunks[c]);
+  wait_barrier();
+  const int64_t piece = static_cast<int64_t>(kDirectPieceBytes / e);
+  scratch_.resize(kDirectPieceBytes * size_);
+  std::vector<const void*> srcs(size_);
+  for (int64_t off = 0; off < count; off += piece) {
+    const int64_t len = std::min(piece, count - off);
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_) {
+        srcs[q] = static_cast<const char*>(chunks[rank_]) + off * e;
+      } else {
+        read_peer(q, scratch_.data() + q * kDirectPieceBytes, published(q)[rank_] + off * e, len * e);
+        srcs[q] = scratch_.data() + q * kDirectPieceBytes;
+      }
+    }
+    reduce_in_rank_order(static_cast<char*>(out) + off * e, srcs.data(), size_, len, dtype, op);
+  }
+  wait_barrier();
+}
+
 void SharedMemoryCollectives::reduce_scatter(void* out, const std::vector<const void*>& chunks, int64_t count,
                                              at::ScalarType dtype, c10d::ReduceOp::RedOpType op) {
   TORCH_INTERNAL_ASSERT(static_cast<int>(chunks.size()) == size_);
@@ -187,6 +320,10 @@ void SharedMemoryCollectives::reduce_scatter(void* out, const std::vector<const 
     const size_t e = at::elementSize(dtype);
     // A slot holds one sub-slot per rank: this rank's piece of the chunk each other rank reduces.
     const size_t sub = slot_bytes_ / size_ / 64 * 64;
+    if (direct_ && count * static_cast<int64_t>(e) > static_cast<int64_t>(sub)) {
+      reduce_scatter_direct(out, chunks, count, dtype, op);
+      return;
+    }
     const int64_t piece = static_cast<int64_t>(sub / e);
     std::vector<const void*> srcs(size_);
     for (int64_t off = 0; off < count; off += piece) {
@@ -208,8 +345,20 @@ void SharedMemoryCollectives::reduce_scatter(void* out, const std::vector<const 
 void SharedMemoryCollectives::all_gather(const std::vector<void*>& outs, const void* in, int64_t bytes) {
   TORCH_INTERNAL_ASSERT(static_cast<int>(outs.size()) == size_);
   guarded([&] {
-    const int64_t piece = static_cast<int64_t>(slot_bytes_);
     const char* input = static_cast<const char*>(in);
+    if (direct_ && bytes > static_cast<int64_t>(slot_bytes_)) {
+      // Every rank reads the peers' inputs straight into its outputs: each byte moved once.
+      published(rank_)[0] = reinterpret_cast<uint64_t>(in);
+      if (outs[rank_] != in) std::memmove(outs[rank_], in, bytes);  // while the others arrive
+      wait_barrier();
+      for (int k = 1; k < size_; ++k) {
+        const int q = (rank_ + k) % size_;  // not all from rank 0 first
+        read_peer(q, outs[q], published(q)[0], bytes);
+      }
+      wait_barrier();
+      return;
+    }
+    const int64_t piece = static_cast<int64_t>(slot_bytes_);
     for (int64_t off = 0; off < bytes; off += piece) {
       const int64_t len = std::min(piece, bytes - off);
       const int b = next_buffer();
@@ -230,6 +379,13 @@ void SharedMemoryCollectives::broadcast(void* data, int64_t bytes, int root) {
     // The root's piece may fill the whole buffer (every rank's slot).
     const int64_t piece = static_cast<int64_t>(slot_bytes_ * size_);
     char* d = static_cast<char*>(data);
+    if (direct_ && bytes > piece) {
+      if (rank_ == root) published(rank_)[0] = reinterpret_cast<uint64_t>(data);
+      wait_barrier();
+      if (rank_ != root) read_peer(root, data, published(root)[0], bytes);
+      wait_barrier();
+      return;
+    }
     for (int64_t off = 0; off < bytes; off += piece) {
       const int64_t len = std::min(piece, bytes - off);
       const int b = next_buffer();
@@ -248,7 +404,7 @@ void SharedMemoryCollectives::exchange(const std::vector<const void*>& send, con
     // The rounds: enough for the largest block any rank sends, agreed through the segment.
     int64_t largest = 0;
     for (int q = 0; q < size_; ++q) largest = std::max(largest, q == rank_ ? 0 : send_bytes[q]);
-    auto* values = reinterpret_cast<int64_t*>(segment_->data() + kValuesOffset);
+    auto* values = reinterpret_cast<int64_t*>(segment_->data() + kValuesOffset);  // one per rank
     std::atomic_ref<int64_t>(values[rank_]).store(largest, std::memory_order_release);
     // Our own block needs nothing from the others.
     const int64_t own = std::min(send_bytes[rank_], recv_bytes[rank_]);

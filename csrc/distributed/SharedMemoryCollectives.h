@@ -8,7 +8,9 @@
 //    into its slot; barrier; rank r reduces chunk r reading every rank's slot
 //    (its own data in place), in rank order (RankOrderReduction.h), and
 //    publishes it in its slot; barrier; every rank copies the others' reduced
-//    chunks out (a reduce-scatter, then an all-gather, by chunks);
+//    chunks out (a reduce-scatter, then an all-gather, by chunks); up to 64 KiB,
+//    every rank copies all its data in, barrier, every rank reduces all of it
+//    (one barrier instead of two: what latency is made of);
 //  * reduce_scatter: the same without the all-gather; reduce: only the root
 //    copies out; all_gather: copy in, barrier, copy out; broadcast: the root
 //    copies in, barrier, the others copy out; all_to_all, gather, scatter:
@@ -58,8 +60,12 @@ class SharedMemoryCollectives {
   static bool enabled();
 
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+  // Whether data larger than a slot moves by direct reads of the peers' memory (else through the slots).
+  bool reads_peers_directly() const { return direct_; }
 
   void barrier();
+  // Throws if an earlier call failed (the group is then unusable), as every other call does first.
+  void check_usable() const;
   // In place: every rank's `data` becomes the reduction of all ranks' (root < 0), or only the root's (reduce).
   void all_reduce(void* data, int64_t count, at::ScalarType dtype, c10d::ReduceOp::RedOpType op, int root = -1);
   // out (count elements) = reduction over ranks of their chunks[this rank] (each rank passes `size` chunks).
@@ -77,9 +83,18 @@ class SharedMemoryCollectives {
   SharedMemoryCollectives(std::unique_ptr<SharedSegment> segment, int rank, int size, size_t slot_bytes,
                           std::chrono::milliseconds timeout);
   char* slot(int buffer, int rank) const;
+  // The addresses rank `rank` publishes for the current collective (`size` of them).
+  uint64_t* published(int rank) const;
+  bool peers_readable(c10d::Store& store);
+  // Copies `bytes` at address `from` of rank q's process to `to` (process_vm_readv).
+  void read_peer(int q, void* to, uint64_t from, int64_t bytes);
+  // Direct forms: each rank reads what it needs from the peers' own memory (published addresses),
+  // each byte moved once; barriers only at the start and the end.
+  void all_reduce_direct(char* data, int64_t count, at::ScalarType dtype, c10d::ReduceOp::RedOpType op);
+  void reduce_scatter_direct(void* out, const std::vector<const void*>& chunks, int64_t count, at::ScalarType dtype,
+                             c10d::ReduceOp::RedOpType op);
   int next_buffer() { return static_cast<int>(pieces_++ & 1); }
   void wait_barrier();  // a barrier, without the lock and broken checks of barrier()
-  void check_usable() const;
   template <typename F>
   void guarded(F&& body);
 
@@ -88,6 +103,8 @@ class SharedMemoryCollectives {
   size_t slot_bytes_;
   std::chrono::milliseconds timeout_;
   bool spin_;              // poll before sleeping: the group has no more ranks than the host has CPUs
+  bool direct_ = false;    // every rank can read every peer's memory (peers_readable)
+  std::vector<char> scratch_;  // direct reductions: the peers' pieces
   uint32_t barriers_ = 0;  // barriers this rank passed on the group
   uint64_t pieces_ = 0;    // pieces moved: which buffer the next one uses
   std::string broken_;     // why an earlier call failed: the group is unusable

@@ -199,6 +199,10 @@ SharedSegment::SharedSegment(void* base, size_t mapped, size_t header, int rank,
 
 SharedSegment::~SharedSegment() { munmap(base_, mapped_); }
 
+int64_t SharedSegment::pid(int rank) const {
+  return reinterpret_cast<const Process*>(static_cast<const char*>(base_) + kProcessesOffset)[rank].pid;
+}
+
 std::string SharedSegment::dead_peers() const {
   const auto* processes = reinterpret_cast<const Process*>(static_cast<const char*>(base_) + kProcessesOffset);
   std::string dead;

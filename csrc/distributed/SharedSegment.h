@@ -40,6 +40,8 @@ class SharedSegment {
 
   char* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  // The process of a rank of the group (its pid).
+  int64_t pid(int rank) const;
   // The peers whose process has exited: "rank 1 (pid 123), rank 3 (pid 456)", or "".
   std::string dead_peers() const;
 
