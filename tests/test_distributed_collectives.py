@@ -17,6 +17,7 @@ that no shared-memory segment is left behind.
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import pytest
@@ -64,7 +65,7 @@ def test_collectives_match_gloo(layout):
         n = out.count(f"[{rank}] ok ")  # not per line: two ranks' prints can interleave on one line
         assert n >= EXPECTED_CHECKS, f"rank {rank} ran only {n} checks:\n{out}"
     # Every segment is unlinked once all ranks mapped it: nothing of these ranks is left in /dev/shm.
-    pids = {line.split()[-1] for line in out.splitlines() if " has pid " in line}
+    pids = set(re.findall(r"rank \d+ has pid (\d+)", out))  # not per line: prints of two ranks may interleave
     assert len(pids) == agents * per_agent, out
     left = [n for n in os.listdir("/dev/shm") if n.startswith("torchneuron-") and n.split("-")[-2] in pids]
     assert not left, left
