@@ -158,12 +158,15 @@ def main() -> None:
     if args.small_llama_child:  # one process of per_op_cost_ratio
         print(small_llama_step_ratio())
         return
+    # The measurements in child processes first: a process holds the NeuronCores it uses until it exits
+    # (core ownership), so once this process has used its core a child could not.
     results = {
-        "train_step_ratio": train_step_ratio(args.repeats),
         "per_op_cost_ratio": per_op_cost_ratio(),
-        "small_add_ratio": small_add_ratio(2 * args.repeats),
         "peak_rss_ratio": peak_rss_ratio(),
+        "train_step_ratio": train_step_ratio(args.repeats),
+        "small_add_ratio": small_add_ratio(2 * args.repeats),
     }
+    results = {k: results[k] for k in ("train_step_ratio", "per_op_cost_ratio", "small_add_ratio", "peak_rss_ratio")}
     targets = {"train_step_ratio": 1.05, "per_op_cost_ratio": 1.03, "small_add_ratio": 1.5, "peak_rss_ratio": 1.1}
     if args.json:
         print(json.dumps(results))
