@@ -28,14 +28,15 @@ namespace neuron {
 namespace {
 
 struct OpInfo {
-  std::string name;
+  explicit OpInfo(std::string op_name) : op(std::move(op_name)), name(op.name) {}
+  op_signatures::Op op;                   // its calls and signatures, as Trainium's eager mode compiles them
+  const std::string& name;
   std::vector<size_t> generator_args;     // Optional[Generator] arguments
   std::vector<size_t> mutable_args;       // arguments the op may write (in-place, out=)
   bool allows_host_tensors = false;       // CUDA accepts CPU index tensors for these
   bool fp32_integer_datapath = false;     // Neuron computes its integer results in fp32
   bool no_neuron_lowering = false;        // runs on CPU on Trainium (NEURON_FALLBACK_ENABLED=0 rejects it)
-  uint64_t name_hash = 0;                 // for op signatures
-  std::atomic<int64_t> calls{0};
+  std::atomic<int64_t> calls{0};          // fallback calls (the emulator's own count)
 };
 
 bool is_neuron(const at::Tensor& t) { return t.defined() && t.device().type() == kNeuron; }
@@ -54,9 +55,9 @@ std::unordered_set<std::string>& ops_without_lowering() {
 std::atomic<bool> g_fallback_enabled{true};  // NEURON_FALLBACK_ENABLED
 
 OpInfo* build_info(const c10::FunctionSchema& schema) {
-  auto* info = new OpInfo();
-  info->name = schema.name();
-  if (!schema.overload_name().empty()) info->name += "." + schema.overload_name();
+  std::string name = schema.name();
+  if (!schema.overload_name().empty()) name += "." + schema.overload_name();
+  auto* info = new OpInfo(std::move(name));
   const auto& args = schema.arguments();
   for (size_t i = 0; i < args.size(); ++i) {
     auto type = args[i].type();
@@ -70,7 +71,6 @@ OpInfo* build_info(const c10::FunctionSchema& schema) {
   info->allows_host_tensors = host_ok.count(schema.name()) > 0;
   info->fp32_integer_datapath = dtype_rules::computes_integers_in_fp32(schema.name());
   info->no_neuron_lowering = ops_without_lowering().count(schema.name()) > 0;
-  info->name_hash = op_signatures::hash_name(info->name);
   return info;
 }
 
@@ -182,7 +182,7 @@ struct Call {
 
 // Pass 1: find the call's device and reject mixed devices as CUDA does; hash the op signature.
 void find_device(Call& call, const torch::jit::Stack& stack, size_t begin, size_t nargs) {
-  op_signatures::Hasher signature(call.info->name_hash);
+  op_signatures::Hasher signature(call.info->op.name_hash);
   for (size_t i = begin; i < begin + nargs; ++i) {
     const c10::IValue& v = stack[i];
     if (v.isTensor()) {
@@ -199,7 +199,7 @@ void find_device(Call& call, const torch::jit::Stack& stack, size_t begin, size_
   }
   if (call.device && call.first_host && !call.info->allows_host_tensors)
     call.mismatch(*call.first_neuron, *call.first_host);
-  if (call.device) op_signatures::record(call.info->name, signature);
+  if (call.device) op_signatures::record(call.info->op, signature);
 }
 
 // A list argument (e.g. Tensor?[] indices) with its neuron tensors swapped for host aliases.

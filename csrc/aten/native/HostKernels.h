@@ -141,16 +141,16 @@ inline bool one_dtype(const at::TensorIteratorBase& iter) {
   return dtype != at::kLong || !dtype_rules::result_has_rule(dtype);
 }
 
-// Each call is one eager op signature on Trainium (aten/native/OpSignatures.h).
+// Each call is one eager op signature on Trainium (aten/native/OpSignatures.h); a call that takes the
+// boxed fallback instead is recorded there.
 template <class Op, class... Args>
 void record_signature(const Args&... args) {
-  static const std::string name = std::string(Op::name) + (Op::overload_name[0] ? "." : "") + Op::overload_name;
-  static const uint64_t name_hash = op_signatures::hash_name(name);
-  op_signatures::Hasher h(name_hash);
+  static auto* op = new op_signatures::Op(std::string(Op::name) + (Op::overload_name[0] ? "." : "") + Op::overload_name);
+  op_signatures::Hasher h(op->name_hash);
   ([&] {
     if constexpr (std::is_same_v<Args, at::Tensor>) h.add(args);
   }(), ...);
-  op_signatures::record(name, h);
+  op_signatures::record(*op, h);
 }
 
 // A Python number (a CPU "wrapped number") in `like`'s dtype, when the CPU path
@@ -184,10 +184,10 @@ decltype(auto) boxed_fallback(Args&&... args) {
 
 template <class Kernel, class Op, class... Args>
 at::Tensor functional(const Args&... args) {
-  record_signature<Op>(args...);
   Functional<Kernel> k;
   k.meta(args...);
-  if (!one_dtype(k)) return boxed_fallback<Op>(args...);
+  if (!one_dtype(k)) return boxed_fallback<Op>(args...);  // which records the call itself
+  record_signature<Op>(args...);
   k.compute_on_host();
   k.impl(args..., k.out);
   return std::move(k.out);
@@ -195,10 +195,10 @@ at::Tensor functional(const Args&... args) {
 
 template <class Kernel, class Op, class... Rest>
 at::Tensor& inplace(at::Tensor& self, const Rest&... rest) {
-  record_signature<Op>(self, rest...);
   InPlace<Kernel> k(self);
   k.meta(self, rest...);
   if (!one_dtype(k)) return boxed_fallback<Op>(self, rest...);
+  record_signature<Op>(self, rest...);
   k.compute_on_host();
   k.impl(self, rest..., self);
   return self;
@@ -208,10 +208,10 @@ template <class Kernel, class Op, class... Rest>
 at::Tensor binary(const at::Tensor& self, const at::Tensor& other, const Rest&... rest) {
   at::Tensor number = number_as(other, self);
   if (number.defined()) {
-    record_signature<Op>(self, other, rest...);
     Functional<Kernel> k;
     k.meta(self, number, rest...);
     if (one_dtype(k)) {
+      record_signature<Op>(self, other, rest...);
       k.compute_on_host();
       k.impl(self, number, rest..., k.out);
       return std::move(k.out);
@@ -225,10 +225,10 @@ template <class Kernel, class Op, class... Rest>
 at::Tensor& binary_(at::Tensor& self, const at::Tensor& other, const Rest&... rest) {
   at::Tensor number = number_as(other, self);
   if (number.defined()) {
-    record_signature<Op>(self, other, rest...);
     InPlace<Kernel> k(self);
     k.meta(self, number, rest...);
     if (one_dtype(k)) {
+      record_signature<Op>(self, other, rest...);
       k.compute_on_host();
       k.impl(self, number, rest..., self);
       return self;

@@ -38,14 +38,26 @@ struct Hasher {
   }
 };
 
-uint64_t hash_name(const std::string& op);
-// Records one op call; the string must outlive the call (op names are stored once per op).
-void record(const std::string& op, const Hasher& signature);
+// One op as the counter knows it: its name, the name's hash (where each of its signatures starts) and its
+// calls. Made once per op (the fallback's op registry, a static per host kernel) and never destroyed;
+// it registers itself, so calls() finds it.
+struct Op {
+  explicit Op(std::string op_name);
+  Op(const Op&) = delete;
+  Op& operator=(const Op&) = delete;
+  const std::string name;
+  const uint64_t name_hash;
+  std::atomic<int64_t> calls{0};  // every call a NeuronCore would run
+};
+
+// Records one call of `op` with this signature. On every eager op's path, so it takes no lock unless the
+// signature is new to the calling thread (the first call of each signature), or a window ends.
+void record(Op& op, const Hasher& signature);
 // The end of a step (optimizer step); windows of kOpsPerWindow ops stop once this is called.
 void end_step();
 
 std::vector<std::pair<std::string, int64_t>> counts();  // distinct signatures per op
-std::vector<std::pair<std::string, int64_t>> calls();   // calls per op (every op a NeuronCore would run)
+std::vector<std::pair<std::string, int64_t>> calls();   // calls per op (the ops' counters, summed by name)
 void reset();
 
 } // namespace neuron::op_signatures
