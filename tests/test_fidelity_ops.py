@@ -219,6 +219,17 @@ def test_amp_supported_dtypes_and_op_tracking_names():
         torch_neuronx.reset_op_counts()
 
 
+def test_each_op_call_counted_once_whichever_path_runs_it():
+    x, h = torch.ones(4, device=DEV), torch.ones(4, dtype=torch.float16, device=DEV)
+    torch_neuronx.clear_op_tracking()
+    x + x  # a host kernel
+    x + h  # mixed dtypes: the host kernel hands the call to the boxed fallback
+    x.sum(0)  # the boxed fallback
+    ops = torch_neuronx.get_executed_ops()
+    assert ops["aten::add.Tensor"] == 2 and ops["aten::sum.dim_IntList"] == 1, ops
+    assert torch_neuronx.get_op_signature_counts()["aten::add.Tensor"] == 2
+
+
 # --- what runs on CPU on Trainium --------------------------------------------------------------------
 
 def test_get_fallback_ops_reports_what_trainium_runs_on_cpu():
