@@ -280,6 +280,11 @@ def check_pieces(t: Rank) -> None:
     dist.broadcast(n, src=2)
     dist.broadcast(c, src=2, group=t.gloo)
     t.same("broadcast in pieces", n, c)
+    x = t.data((2 * big,), torch.float32, salt=68)  # 6 MiB: the others read the root's memory directly
+    n, c = x.to(t.dev), x.clone()
+    dist.broadcast(n, src=1)
+    dist.broadcast(c, src=1, group=t.gloo)
+    t.same("broadcast of 6 MiB", n, c)
     x = t.data((big,), torch.int32, salt=65)
     n, c = x.to(t.dev), x.clone()
     dist.reduce(n, dst=3, op=dist.ReduceOp.MIN)

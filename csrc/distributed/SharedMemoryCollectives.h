@@ -60,7 +60,7 @@ class SharedMemoryCollectives {
   static bool enabled();
 
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
-  // Whether data larger than a slot moves by direct reads of the peers' memory (else through the slots).
+  // Whether large all_gather and broadcast read the peers' memory directly (else through the slots).
   bool reads_peers_directly() const { return direct_; }
 
   void barrier();
@@ -83,16 +83,11 @@ class SharedMemoryCollectives {
   SharedMemoryCollectives(std::unique_ptr<SharedSegment> segment, int rank, int size, size_t slot_bytes,
                           std::chrono::milliseconds timeout);
   char* slot(int buffer, int rank) const;
-  // The addresses rank `rank` publishes for the current collective (`size` of them).
-  uint64_t* published(int rank) const;
+  // The address rank `rank` publishes for the current collective (its tensor, for direct reads).
+  uint64_t& published(int rank) const;
   bool peers_readable(c10d::Store& store);
   // Copies `bytes` at address `from` of rank q's process to `to` (process_vm_readv).
   void read_peer(int q, void* to, uint64_t from, int64_t bytes);
-  // Direct forms: each rank reads what it needs from the peers' own memory (published addresses),
-  // each byte moved once; barriers only at the start and the end.
-  void all_reduce_direct(char* data, int64_t count, at::ScalarType dtype, c10d::ReduceOp::RedOpType op);
-  void reduce_scatter_direct(void* out, const std::vector<const void*>& chunks, int64_t count, at::ScalarType dtype,
-                             c10d::ReduceOp::RedOpType op);
   int next_buffer() { return static_cast<int>(pieces_++ & 1); }
   void wait_barrier();  // a barrier, without the lock and broken checks of barrier()
   template <typename F>
@@ -104,7 +99,6 @@ class SharedMemoryCollectives {
   std::chrono::milliseconds timeout_;
   bool spin_;              // poll before sleeping: the group has no more ranks than the host has CPUs
   bool direct_ = false;    // every rank can read every peer's memory (peers_readable)
-  std::vector<char> scratch_;  // direct reductions: the peers' pieces
   uint32_t barriers_ = 0;  // barriers this rank passed on the group
   uint64_t pieces_ = 0;    // pieces moved: which buffer the next one uses
   std::string broken_;     // why an earlier call failed: the group is unusable
