@@ -25,18 +25,22 @@ class Recipe:
 
 # ---- component sets, by family ------------------------------------------------------------------------------
 
-def _sd(in_channels: int = 4, scheduler=C.ddim, controlnet: bool = False, **unet) -> Callable[[], dict]:
+def _sd(in_channels: int = 4, scheduler=C.ddim, controlnet: bool = False, adapter: bool = False,
+        **unet) -> Callable[[], dict]:
     def build() -> dict:
         tok = C.clip_tokenizer()
         out = {"unet": C.sd_unet(in_channels=in_channels, **unet), "vae": C.vae_kl(), "scheduler": scheduler(),
                "text_encoder": C.clip_text(tok), "tokenizer": tok}
         if controlnet:
             out["controlnet"] = C.controlnet_for(C.sd_unet(**unet))
+        if adapter:  # one feature map per UNet block, each as large as that block's input (the VAE halves the image)
+            out["adapter"] = C.t2i_adapter((8, 16), downscale_factor=2)
         return out
     return build
 
 
-def _sdxl(in_channels: int = 4, controlnet: bool = False) -> Callable[[], dict]:
+def _sdxl(in_channels: int = 4, controlnet: bool = False, union: bool = False, adapter: bool = False
+          ) -> Callable[[], dict]:
     def build() -> dict:
         tok, tok2 = C.clip_tokenizer(), C.clip_tokenizer()
         out = {"unet": C.sdxl_unet(in_channels=in_channels), "vae": C.vae_kl(), "scheduler": C.euler(),
@@ -44,6 +48,10 @@ def _sdxl(in_channels: int = 4, controlnet: bool = False) -> Callable[[], dict]:
                "text_encoder_2": C.clip_text(tok2, with_projection=True), "tokenizer_2": tok2}
         if controlnet:
             out["controlnet"] = C.controlnet_for(C.sdxl_unet())
+        if union:
+            out["controlnet"] = C.sdxl_controlnet_union()
+        if adapter:  # features at the first block's output (after its downsampling): a quarter of the image
+            out["adapter"] = C.t2i_adapter((8, 16), downscale_factor=4, adapter_type="full_adapter_xl")
         return out
     return build
 
@@ -55,23 +63,35 @@ def _unconditional(scheduler: str) -> Callable[[], dict]:
     return build
 
 
-def _flux(in_channels: int = 4, out_channels: int | None = None) -> Callable[[], dict]:
+def _flux(in_channels: int = 4, out_channels: int | None = None, latent_channels: int = 1,
+          controlnet_channels: int | None = None) -> Callable[[], dict]:
+    """Flux's components; a latent channel packs into 4 transformer channels (2x2 patches)."""
     def build() -> dict:
         tok, tok2 = C.clip_tokenizer(), C.t5_tokenizer()
-        return {"transformer": C.flux_transformer(in_channels, out_channels), "vae": C.vae_flux(),
-                "scheduler": C.flow_match(), "text_encoder": C.clip_text(tok, with_projection=False),
-                "tokenizer": tok, "text_encoder_2": C.t5_encoder(tok2), "tokenizer_2": tok2}
+        out = {"transformer": C.flux_transformer(in_channels, out_channels), "vae": C.vae_flux(latent_channels),
+               "scheduler": C.flow_match(), "text_encoder": C.clip_text(tok, with_projection=False),
+               "tokenizer": tok, "text_encoder_2": C.t5_encoder(tok2), "tokenizer_2": tok2}
+        if controlnet_channels:
+            out["controlnet"] = C.flux_controlnet(controlnet_channels)
+        return out
     return build
 
 
-def _sd3() -> dict:
-    tok, tok2, tok3 = C.clip_tokenizer(), C.clip_tokenizer(), C.t5_tokenizer()
-    return {"transformer": C.sd3_transformer(), "vae": C.vae_kl(latent_channels=4, blocks=(4,), shift_factor=0.0609,
-                                                               scaling_factor=1.5035),
-            "scheduler": C.flow_match(),
-            "text_encoder": C.clip_text(tok, with_projection=True), "tokenizer": tok,
-            "text_encoder_2": C.clip_text(tok2, with_projection=True), "tokenizer_2": tok2,
-            "text_encoder_3": C.t5_encoder(tok3), "tokenizer_3": tok3}
+def _sd3(latent_channels: int = 4, controlnet: dict | None = None) -> Callable[[], dict]:
+    """SD3's components; controlnet: an SD3 ControlNet with these extra arguments."""
+    def build() -> dict:
+        tok, tok2, tok3 = C.clip_tokenizer(), C.clip_tokenizer(), C.t5_tokenizer()
+        out = {"transformer": C.sd3_transformer(latent_channels),
+               "vae": C.vae_kl(latent_channels=latent_channels, blocks=(4,), shift_factor=0.0609,
+                               scaling_factor=1.5035),
+               "scheduler": C.flow_match(),
+               "text_encoder": C.clip_text(tok, with_projection=True), "tokenizer": tok,
+               "text_encoder_2": C.clip_text(tok2, with_projection=True), "tokenizer_2": tok2,
+               "text_encoder_3": C.t5_encoder(tok3), "tokenizer_3": tok3}
+        if controlnet is not None:
+            out["controlnet"] = C.sd3_controlnet(latent_channels, **controlnet)
+        return out
+    return build
 
 
 def _t5(transformer: Callable, vae: Callable, scheduler: Callable, umt5: bool = False) -> Callable[[], dict]:
@@ -90,13 +110,37 @@ def _scheduler(name: str, **kw) -> Callable:
     return make
 
 
-def _kandinsky22(in_channels: int = 4) -> Callable[[], dict]:
+def _kandinsky22(in_channels: int = 4, hint: bool = False) -> Callable[[], dict]:
     def build() -> dict:
         from diffusers import DDIMScheduler
-        return {"unet": C.kandinsky_unet(in_channels), "movq": C.movq(),
+        # a control hint is embedded 8 times smaller than the image: so are the latents (a 4-block MoVQ)
+        return {"unet": C.kandinsky_unet(in_channels, "image_hint" if hint else "image"),
+                "movq": C.movq(4 if hint else 2),
                 "scheduler": DDIMScheduler(beta_schedule="linear", beta_start=0.00085, beta_end=0.012,
                                            clip_sample=False, set_alpha_to_one=False, steps_offset=1)}
     return build
+
+
+def _kandinsky3() -> dict:
+    from diffusers import DDPMScheduler
+    tok = C.t5_tokenizer()
+    return {"unet": C.kandinsky3_unet(), "movq": C.movq(), "text_encoder": C.t5_encoder(tok), "tokenizer": tok,
+            "scheduler": DDPMScheduler(beta_start=0.00085, beta_end=0.012, steps_offset=1,
+                                       beta_schedule="squaredcos_cap_v2", clip_sample=True, thresholding=False)}
+
+
+def _lumina(transformer: Callable, text_encoder: Callable) -> Callable[[], dict]:
+    def build() -> dict:
+        tok = C.gemma_tokenizer()
+        vae = C.vae_kl(blocks=(4,), shift_factor=0.0609, scaling_factor=1.5035)  # Lumina 2 reads the shift
+        return {"transformer": transformer(), "vae": vae, "scheduler": C.flow_match(),
+                "text_encoder": text_encoder(tok), "tokenizer": tok}
+    return build
+
+
+def _animatediff() -> dict:
+    return _sd(scheduler=_scheduler("DDIMScheduler", beta_start=0.00085, beta_end=0.012, beta_schedule="linear",
+                                    clip_sample=False))() | {"motion_adapter": C.motion_adapter()}
 
 
 def _embedding(seed: int) -> Callable:
@@ -104,6 +148,14 @@ def _embedding(seed: int) -> Callable:
     def make():
         import torch
         return torch.randn(1, C.TEXT_DIM, generator=torch.Generator().manual_seed(seed))
+    return make
+
+
+def _image_tensor(seed: int, channels: int, size: int) -> Callable:
+    """A (1, channels, size, size) tensor in [0, 1], the same on every call (inputs the pipeline takes as tensors)."""
+    def make():
+        import torch
+        return torch.rand(1, channels, size, size, generator=torch.Generator().manual_seed(seed))
     return make
 
 
@@ -119,6 +171,12 @@ def _sana() -> dict:
     tok = C.gemma_tokenizer()
     return {"transformer": C.sana_transformer(), "vae": C.vae_dc(), "text_encoder": C.gemma2_text(tok),
             "tokenizer": tok, "scheduler": C.flow_match()}
+
+
+def _sana_sprint() -> dict:
+    from diffusers import SCMScheduler
+    return _sana() | {"transformer": C.sana_transformer(qk_norm="rms_norm_across_heads", guidance_embeds=True),
+                      "scheduler": SCMScheduler()}
 
 
 def _qwenimage() -> dict:
@@ -148,6 +206,7 @@ _T5_SHORT = {"max_sequence_length": 16}
 _PAG_SD3 = {"pag_applied_layers": ["blocks.0"]}  # the tiny transformer has one block
 _FLUX_CALL = {"max_sequence_length": 48}
 _PIXART_CALL = {"max_sequence_length": 16, "use_resolution_binning": False, "clean_caption": False}
+_HINT = {"hint": _image_tensor(3, 3, 64)}  # the control image of Kandinsky 2.2's ControlNet pipelines
 _KANDINSKY_CALL = {"image_embeds": _embedding(1), "negative_image_embeds": _embedding(2)}
 _SANA_CALL = {"max_sequence_length": 16, "complex_human_instruction": None, "use_resolution_binning": False,
               "clean_caption": False}
@@ -170,6 +229,9 @@ RECIPES: dict[str, Recipe] = {
     "StableDiffusionControlNetInpaintPipeline": Recipe(_sd(in_channels=9, controlnet=True)),
     "StableDiffusionControlNetPAGPipeline": Recipe(_sd(controlnet=True)),
     "StableDiffusionControlNetPAGInpaintPipeline": Recipe(_sd(in_channels=9, controlnet=True)),
+    # the adapter's features are added inside cross-attention blocks, and after plain ones: cross-attention first
+    "StableDiffusionAdapterPipeline": Recipe(_sd(adapter=True, down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+                                                 up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"))),
     "LatentConsistencyModelPipeline": Recipe(_sd(scheduler=C.lcm, time_cond_proj_dim=32)),
     "LatentConsistencyModelImg2ImgPipeline": Recipe(_sd(scheduler=C.lcm, time_cond_proj_dim=32)),
     "StableDiffusionSAGPipeline": Recipe(_sd()),
@@ -192,6 +254,10 @@ RECIPES: dict[str, Recipe] = {
     "StableDiffusionXLControlNetInpaintPipeline": Recipe(_sdxl(controlnet=True)),
     "StableDiffusionXLControlNetPAGPipeline": Recipe(_sdxl(controlnet=True)),
     "StableDiffusionXLControlNetPAGImg2ImgPipeline": Recipe(_sdxl(controlnet=True)),
+    "StableDiffusionXLControlNetUnionPipeline": Recipe(_sdxl(union=True), {"control_mode": [0]}),
+    "StableDiffusionXLControlNetUnionImg2ImgPipeline": Recipe(_sdxl(union=True), {"control_mode": [0]}),
+    "StableDiffusionXLControlNetUnionInpaintPipeline": Recipe(_sdxl(union=True), {"control_mode": [0]}),
+    "StableDiffusionXLAdapterPipeline": Recipe(_sdxl(adapter=True)),
     # unconditional image generation
     "DDPMPipeline": Recipe(_unconditional("DDPMScheduler"), size=16),
     "DDIMPipeline": Recipe(_unconditional("DDIMScheduler"), size=16),
@@ -204,6 +270,12 @@ RECIPES: dict[str, Recipe] = {
     "KandinskyV22Pipeline": Recipe(_kandinsky22(), _KANDINSKY_CALL),
     "KandinskyV22Img2ImgPipeline": Recipe(_kandinsky22(), _KANDINSKY_CALL | {"strength": 0.8}),
     "KandinskyV22InpaintPipeline": Recipe(_kandinsky22(in_channels=9), _KANDINSKY_CALL),
+    "KandinskyV22ControlnetPipeline": Recipe(_kandinsky22(in_channels=8, hint=True), _KANDINSKY_CALL | _HINT, size=64),
+    "KandinskyV22ControlnetImg2ImgPipeline": Recipe(_kandinsky22(in_channels=8, hint=True),
+                                                    _KANDINSKY_CALL | _HINT | {"strength": 0.8}, size=64),
+    # Kandinsky 3 (T5-conditioned UNet, MoVQ decoder)
+    "Kandinsky3Pipeline": Recipe(_kandinsky3, size=16),
+    "Kandinsky3Img2ImgPipeline": Recipe(_kandinsky3, {"strength": 0.8}, size=16),
     # Flux
     "FluxPipeline": Recipe(_flux(), _FLUX_CALL, size=8),
     "FluxImg2ImgPipeline": Recipe(_flux(), _FLUX_CALL, size=32),
@@ -211,15 +283,28 @@ RECIPES: dict[str, Recipe] = {
     "FluxControlPipeline": Recipe(_flux(in_channels=8, out_channels=4), _FLUX_CALL, size=8),
     "FluxControlImg2ImgPipeline": Recipe(_flux(in_channels=8, out_channels=4), _FLUX_CALL, size=32),
     "FluxControlInpaintPipeline": Recipe(_flux(in_channels=8, out_channels=4), _FLUX_CALL, size=32),
+    # Fill: latents, masked-image latents (2 channels each, packed 8) and the packed mask (4)
+    "FluxFillPipeline": Recipe(_flux(in_channels=20, out_channels=8, latent_channels=2), _FLUX_CALL, size=32),
+    "FluxKontextPipeline": Recipe(_flux(), _FLUX_CALL | {"max_area": 8 * 8, "_auto_resize": False}, size=8),
+    "FluxKontextInpaintPipeline": Recipe(_flux(), _FLUX_CALL | {"strength": 0.8, "_auto_resize": False}, size=32),
+    "FluxControlNetPipeline": Recipe(_flux(16, latent_channels=4, controlnet_channels=16),
+                                     _FLUX_CALL | {"controlnet_conditioning_scale": 0.5}, size=32),
+    "FluxControlNetImg2ImgPipeline": Recipe(_flux(controlnet_channels=4), _FLUX_CALL | {"strength": 0.8}, size=32),
+    "FluxControlNetInpaintPipeline": Recipe(_flux(8, latent_channels=2, controlnet_channels=8),
+                                            _FLUX_CALL | {"strength": 0.8}, size=32),
     "Flux2KleinPipeline": Recipe(_flux2_klein, _KLEIN_CALL | {"image": None}, size=8),  # text to image
     "Flux2KleinInpaintPipeline": Recipe(_flux2_klein, _KLEIN_CALL | {"strength": 0.8}, size=32),
     "ChromaPipeline": Recipe(_t5(C.chroma_transformer, C.vae_flux, C.flow_match), _FLUX_CALL, size=8),
     "ChromaImg2ImgPipeline": Recipe(_t5(C.chroma_transformer, C.vae_flux, C.flow_match), _FLUX_CALL, size=32),
     # Stable Diffusion 3
-    "StableDiffusion3Pipeline": Recipe(_sd3, _T5_SHORT),
-    "StableDiffusion3Img2ImgPipeline": Recipe(_sd3, _T5_SHORT),
-    "StableDiffusion3PAGPipeline": Recipe(lambda: _sd3() | _PAG_SD3, _T5_SHORT),
-    "StableDiffusion3PAGImg2ImgPipeline": Recipe(lambda: _sd3() | _PAG_SD3, _T5_SHORT),
+    "StableDiffusion3Pipeline": Recipe(_sd3(), _T5_SHORT),
+    "StableDiffusion3Img2ImgPipeline": Recipe(_sd3(), _T5_SHORT),
+    "StableDiffusion3InpaintPipeline": Recipe(_sd3(16), _T5_SHORT | {"strength": 0.8}),  # 16 or 33 channels
+    "StableDiffusion3PAGPipeline": Recipe(lambda: _sd3()() | _PAG_SD3, _T5_SHORT),
+    "StableDiffusion3PAGImg2ImgPipeline": Recipe(lambda: _sd3()() | _PAG_SD3, _T5_SHORT),
+    "StableDiffusion3ControlNetPipeline": Recipe(_sd3(controlnet={}), _T5_SHORT),
+    "StableDiffusion3ControlNetInpaintingPipeline": Recipe(_sd3(controlnet={"extra_conditioning_channels": 1}),
+                                                           _T5_SHORT),
     # T5-conditioned image transformers
     "PixArtAlphaPipeline": Recipe(_t5(C.pixart_transformer, C.vae_kl, C.ddim), _PIXART_CALL),
     "PixArtSigmaPipeline": Recipe(_t5(C.pixart_transformer, C.vae_kl, C.ddim), _PIXART_CALL),
@@ -232,6 +317,10 @@ RECIPES: dict[str, Recipe] = {
     # Gemma-conditioned
     "SanaPipeline": Recipe(_sana, _SANA_CALL),
     "SanaPAGPipeline": Recipe(lambda: _sana() | {"pag_applied_layers": ["transformer_blocks.0"]}, _SANA_CALL),
+    "SanaSprintPipeline": Recipe(_sana_sprint, _SANA_CALL),
+    "LuminaPipeline": Recipe(_lumina(C.lumina_next_transformer, C.gemma_causal_lm),
+                             {"max_sequence_length": 16, "clean_caption": False}, size=32),  # assumes a VAE factor of 8
+    "Lumina2Pipeline": Recipe(_lumina(C.lumina2_transformer, C.gemma2_text), {"max_sequence_length": 16}, size=32),
     # Qwen2.5-VL-conditioned
     "QwenImagePipeline": Recipe(_qwenimage, _QWEN_CALL),
     "QwenImageImg2ImgPipeline": Recipe(_qwenimage, _QWEN_CALL),
@@ -239,6 +328,9 @@ RECIPES: dict[str, Recipe] = {
     "ZImagePipeline": Recipe(_zimage, _ZIMAGE_CALL),
     "ZImageImg2ImgPipeline": Recipe(_zimage, _ZIMAGE_CALL | {"strength": 0.8}),
     "ZImageInpaintPipeline": Recipe(_zimage, _ZIMAGE_CALL | {"strength": 0.8}),
+    # video from Stable Diffusion's components
+    "AnimateDiffPipeline": Recipe(_animatediff, {"num_frames": 2}),
+    "AnimateDiffVideoToVideoPipeline": Recipe(_animatediff, {"strength": 0.8}),
     # T5-conditioned video transformers
     "LattePipeline": Recipe(_t5(C.latte_transformer, lambda: C.vae_kl(blocks=(4,)), C.ddim),
                             {"video_length": 1, "clean_caption": False}, size=8),

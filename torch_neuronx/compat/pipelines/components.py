@@ -73,23 +73,24 @@ def vae_kl(latent_channels: int = 4, blocks: tuple[int, ...] = (4, 8), **extra):
                          else 1, sample_size=32, layers_per_block=1, **extra)
 
 
-def vae_flux():
-    """Flux/SD3-style VAE of the Flux tests: one block (no downsampling), one latent channel."""
+def vae_flux(latent_channels: int = 1):
+    """Flux/SD3-style VAE of the Flux tests: one block (no downsampling), one latent channel by default."""
     from diffusers import AutoencoderKL
     return AutoencoderKL(sample_size=32, in_channels=3, out_channels=3, block_out_channels=(4,), layers_per_block=1,
-                         latent_channels=1, norm_num_groups=1, use_quant_conv=False, use_post_quant_conv=False,
+                         latent_channels=latent_channels, norm_num_groups=1, use_quant_conv=False, use_post_quant_conv=False,
                          shift_factor=0.0609, scaling_factor=1.5035)
 
 
 # ---- denoisers -----------------------------------------------------------------------------------------------
 
-def sd_unet(in_channels: int = 4, out_channels: int = 4, cross_attention_dim: int = TEXT_DIM, **extra):
+def sd_unet(in_channels: int = 4, out_channels: int = 4, cross_attention_dim: int = TEXT_DIM,
+            down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"), up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+            **extra):
     """Stable Diffusion 1.x-style UNet2DConditionModel."""
     from diffusers import UNet2DConditionModel
     return UNet2DConditionModel(block_out_channels=(8, 16), layers_per_block=1, sample_size=16,
                                 in_channels=in_channels, out_channels=out_channels,
-                                down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-                                up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+                                down_block_types=down_block_types, up_block_types=up_block_types,
                                 cross_attention_dim=cross_attention_dim, norm_num_groups=4, attention_head_dim=4,
                                 **extra)
 
@@ -124,11 +125,35 @@ def flux_transformer(in_channels: int = 4, out_channels: int | None = None, guid
                                   axes_dims_rope=[4, 4, 8], guidance_embeds=guidance)
 
 
-def sd3_transformer():
+def sd3_transformer(channels: int = 4, num_layers: int = 1):
     from diffusers import SD3Transformer2DModel
-    return SD3Transformer2DModel(sample_size=32, patch_size=1, in_channels=4, num_layers=1, attention_head_dim=8,
-                                 num_attention_heads=4, caption_projection_dim=32, joint_attention_dim=TEXT_DIM,
-                                 pooled_projection_dim=2 * TEXT_DIM, out_channels=4)
+    return SD3Transformer2DModel(sample_size=32, patch_size=1, in_channels=channels, num_layers=num_layers,
+                                 attention_head_dim=8, num_attention_heads=4, caption_projection_dim=32,
+                                 joint_attention_dim=TEXT_DIM, pooled_projection_dim=2 * TEXT_DIM,
+                                 out_channels=channels)
+
+
+def sd3_controlnet(channels: int = 4, **extra):
+    """An SD3 ControlNet of one block, sized as sd3_transformer (inpainting: extra_conditioning_channels=1)."""
+    from diffusers import SD3ControlNetModel
+    return SD3ControlNetModel(sample_size=32, patch_size=1, in_channels=channels, num_layers=1, attention_head_dim=8,
+                              num_attention_heads=4, joint_attention_dim=TEXT_DIM, caption_projection_dim=32,
+                              pooled_projection_dim=2 * TEXT_DIM, out_channels=channels, **extra)
+
+
+def flux_controlnet(in_channels: int = 4):
+    """A Flux ControlNet sized as flux_transformer (one double and one single block)."""
+    from diffusers import FluxControlNetModel
+    return FluxControlNetModel(patch_size=1, in_channels=in_channels, num_layers=1, num_single_layers=1,
+                               attention_head_dim=16, num_attention_heads=2, joint_attention_dim=TEXT_DIM,
+                               pooled_projection_dim=TEXT_DIM, axes_dims_rope=[4, 4, 8])
+
+
+def t2i_adapter(channels: tuple[int, ...], downscale_factor: int, adapter_type: str = "full_adapter"):
+    """A T2I-Adapter whose features match a UNet of `channels` blocks on latents `downscale_factor` times smaller."""
+    from diffusers import T2IAdapter
+    return T2IAdapter(in_channels=3, channels=list(channels), num_res_blocks=1, downscale_factor=downscale_factor,
+                      adapter_type=adapter_type)
 
 
 def pixart_transformer(sample_size: int = 8, **extra):
@@ -172,6 +197,18 @@ def controlnet_for(unet):
     """A ControlNet shaped like `unet`; its condition embedder halves the image once (the VAE's factor 2)."""
     from diffusers import ControlNetModel
     return ControlNetModel.from_unet(unet, conditioning_embedding_out_channels=(4, 8))
+
+
+def sdxl_controlnet_union():
+    """ControlNet-Union (one model, the control type chosen per call by control_mode) shaped like sdxl_unet; its
+    control-type transformer is as wide as the first UNet block (from_unet would keep SDXL's 320)."""
+    from diffusers import ControlNetUnionModel
+    return ControlNetUnionModel(in_channels=4, block_out_channels=(8, 16), layers_per_block=1,
+                                down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"), attention_head_dim=(2, 4),
+                                use_linear_projection=True, addition_embed_type="text_time", addition_time_embed_dim=8,
+                                transformer_layers_per_block=(1, 2), projection_class_embeddings_input_dim=80,
+                                cross_attention_dim=64, norm_num_groups=4, conditioning_embedding_out_channels=(4, 8),
+                                num_trans_channel=8, num_trans_head=2, num_trans_layer=1, num_proj_channel=8)
 
 
 def dit_transformer(sample_size: int = 16):
@@ -297,10 +334,11 @@ def allegro_transformer():
                                      sample_frames=8, caption_channels=TEXT_DIM)
 
 
-def kandinsky_unet(in_channels: int = 4):
-    """Kandinsky 2.2's decoder UNet: conditioned on a CLIP image embedding (TEXT_DIM wide), not on text."""
+def kandinsky_unet(in_channels: int = 4, addition_embed_type: str = "image"):
+    """Kandinsky 2.2's decoder UNet: conditioned on a CLIP image embedding (TEXT_DIM wide), not on text
+    (addition_embed_type="image_hint": and on a control image, the ControlNet pipelines)."""
     from diffusers import UNet2DConditionModel
-    return UNet2DConditionModel(in_channels=in_channels, out_channels=8, addition_embed_type="image",
+    return UNet2DConditionModel(in_channels=in_channels, out_channels=8, addition_embed_type=addition_embed_type,
                                 down_block_types=("ResnetDownsampleBlock2D", "SimpleCrossAttnDownBlock2D"),
                                 up_block_types=("SimpleCrossAttnUpBlock2D", "ResnetUpsampleBlock2D"),
                                 mid_block_type="UNetMidBlock2DSimpleCrossAttn", block_out_channels=(32, 64),
@@ -309,13 +347,15 @@ def kandinsky_unet(in_channels: int = 4):
                                 class_embed_type=None)
 
 
-def movq():
-    """Kandinsky's MoVQ image decoder (a VQModel with spatial norm)."""
+def movq(blocks: int = 2):
+    """Kandinsky's MoVQ image decoder (a VQModel with spatial norm); the latent is 2**(blocks-1) times smaller."""
     from diffusers import VQModel
-    return VQModel(block_out_channels=[32, 64], down_block_types=["DownEncoderBlock2D", "AttnDownEncoderBlock2D"],
+    channels = [32, 64] if blocks == 2 else [32] * (blocks - 2) + [64, 64]
+    return VQModel(block_out_channels=channels,
+                   down_block_types=["DownEncoderBlock2D"] * (blocks - 1) + ["AttnDownEncoderBlock2D"],
                    in_channels=3, latent_channels=4, layers_per_block=1, norm_num_groups=8, norm_type="spatial",
-                   num_vq_embeddings=12, out_channels=3, up_block_types=["AttnUpDecoderBlock2D", "UpDecoderBlock2D"],
-                   vq_embed_dim=4)
+                   num_vq_embeddings=12, out_channels=3,
+                   up_block_types=["AttnUpDecoderBlock2D"] + ["UpDecoderBlock2D"] * (blocks - 1), vq_embed_dim=4)
 
 
 def bert_tokenizer():
@@ -356,11 +396,11 @@ def gemma2_text(tokenizer, hidden: int = 8):
                                     attn_implementation="eager"))
 
 
-def sana_transformer():
+def sana_transformer(**extra):
     from diffusers import SanaTransformer2DModel
     return SanaTransformer2DModel(patch_size=1, in_channels=4, out_channels=4, num_layers=1, num_attention_heads=2,
                                   attention_head_dim=4, num_cross_attention_heads=2, cross_attention_head_dim=4,
-                                  cross_attention_dim=8, caption_channels=8, sample_size=32)
+                                  cross_attention_dim=8, caption_channels=8, sample_size=32, **extra)
 
 
 def vae_dc():
@@ -383,7 +423,7 @@ def qwen2_tokenizer():
     from tokenizers.pre_tokenizers import ByteLevel
     from transformers import Qwen2Tokenizer
     vocab: dict[str, int] = {}
-    for ch in ByteLevel.alphabet():
+    for ch in sorted(ByteLevel.alphabet()):  # sorted: alphabet() is a set, in a different order at each call
         vocab.setdefault(ch, len(vocab))
     for t in ["<|endoftext|>"] + _QWEN_SPECIAL:
         vocab[t] = len(vocab)
@@ -472,3 +512,38 @@ def vae_flux2():
     return AutoencoderKLFlux2(sample_size=32, in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",),
                               up_block_types=("UpDecoderBlock2D",), block_out_channels=(4,), layers_per_block=1,
                               latent_channels=1, norm_num_groups=1, use_quant_conv=False, use_post_quant_conv=False)
+
+
+def kandinsky3_unet():
+    from diffusers import Kandinsky3UNet
+    return Kandinsky3UNet(in_channels=4, time_embedding_dim=4, groups=2, attention_head_dim=4, layers_per_block=3,
+                          block_out_channels=(32, 64), cross_attention_dim=4, encoder_hid_dim=TEXT_DIM)
+
+
+def gemma_causal_lm(tokenizer, hidden: int = 8):
+    """Gemma (Lumina-Next's text encoder: its last hidden states)."""
+    from transformers import GemmaConfig, GemmaForCausalLM
+    return GemmaForCausalLM(GemmaConfig(head_dim=2, hidden_size=hidden, intermediate_size=37, num_attention_heads=4,
+                                        num_hidden_layers=2, num_key_value_heads=4, vocab_size=vocab_size(tokenizer)))
+
+
+def lumina_next_transformer():
+    from diffusers import LuminaNextDiT2DModel
+    return LuminaNextDiT2DModel(sample_size=4, patch_size=2, in_channels=4, hidden_size=4, num_layers=2,
+                                num_attention_heads=1, num_kv_heads=1, multiple_of=16, ffn_dim_multiplier=None,
+                                norm_eps=1e-5, learn_sigma=True, qk_norm=True, cross_attention_dim=8,
+                                scaling_factor=1.0)
+
+
+def lumina2_transformer():
+    from diffusers import Lumina2Transformer2DModel
+    return Lumina2Transformer2DModel(sample_size=4, patch_size=2, in_channels=4, hidden_size=8, num_layers=2,
+                                     num_attention_heads=1, num_kv_heads=1, multiple_of=16, ffn_dim_multiplier=None,
+                                     norm_eps=1e-5, scaling_factor=1.0, axes_dim_rope=[4, 2, 2], cap_feat_dim=8)
+
+
+def motion_adapter(block_out_channels=(8, 16)):
+    """AnimateDiff's temporal layers for a UNet of these blocks."""
+    from diffusers import MotionAdapter
+    return MotionAdapter(block_out_channels=block_out_channels, motion_layers_per_block=1, motion_norm_num_groups=2,
+                         motion_num_attention_heads=4)

@@ -18,7 +18,8 @@ SEED = 0
 # image-like inputs, by parameter name: "rgb" an image, "mask" a black/white mask, "frames" a video (PIL frames)
 VIDEO_FRAMES = 9
 _IMAGE_PARAMS = {"image": "rgb", "video": "frames", "control_image": "rgb", "mask_image": "mask", "init_image": "rgb",
-                 "depth_map": "mask", "reference_image": "rgb"}
+                 "depth_map": "mask", "reference_image": "rgb",
+                 "control_mask": "mask"}
 
 
 def _image(kind: str, size: int):

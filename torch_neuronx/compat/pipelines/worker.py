@@ -50,6 +50,9 @@ def build(name: str):
         import diffusers
         raise TypeError(f"{name}.__init__ takes no {', '.join(extra)}: the recipe was written for Diffusers "
                         f"{DIFFUSERS_WRITTEN_FOR}, this is {diffusers.__version__} (update compat/pipelines/builders.py)")
+    for module in comps.values():  # as from_pretrained returns them: dropout off (a random draw is not comparable)
+        if isinstance(module, torch.nn.Module):
+            module.eval()
     for p, spec in params.items():
         if p in comps or p == "self" or spec.kind in (spec.VAR_KEYWORD, spec.VAR_POSITIONAL):
             continue
