@@ -386,7 +386,7 @@ def gemma_tokenizer():
     for c in _CHARS.replace(" ", ""):
         vocab.setdefault(c, len(vocab))
         vocab.setdefault("\u2581" + c, len(vocab))
-    return GemmaTokenizer(vocab=vocab, merges=[])
+    return GemmaTokenizer(vocab=vocab, merges=[], add_bos_token=True)  # as Gemma: an empty prompt is [<bos>]
 
 
 def gemma2_text(tokenizer, hidden: int = 8):

@@ -173,6 +173,8 @@ def run(name: str, mode: str, out: str) -> int:
     t0 = time.monotonic()
     try:
         ref = run_pipeline(name, "cpu")
+        if np.isnan(ref).any():  # NaN equals NaN in the comparison: such an output would pass without checking
+            raise FloatingPointError(f"{name} on CPU output NaN: its tiny components are degenerate (fix the recipe)")
     except Exception as e:  # noqa: BLE001 - the pipeline cannot run here at all
         result.data["cpu"] = cpu_failure(e)
         result.running(None)
