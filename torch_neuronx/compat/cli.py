@@ -118,8 +118,8 @@ def main(args: argparse.Namespace) -> int:
     existing = os.path.join(args.out, "compat.json")
     if (args.resume or args.merge) and os.path.exists(existing):
         previous = report.load(existing)
-        if args.resume:
-            archs = [a for a in archs if a not in previous]
+        if args.resume:  # a pipeline not built last time is run if it has a recipe now
+            archs = [a for a in archs if a not in previous or report.not_built(previous[a])]
     modes = ["eager", "compiled"] if args.mode == "both" else [args.mode]
 
     previous = {**previous, **skipped}
