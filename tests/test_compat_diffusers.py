@@ -18,9 +18,7 @@ from helpers import ROOT
 
 # CI's fixed sample: a UNet pipeline, an MMDiT (Flux) and an unconditional one; eager and compiled.
 SAMPLE = ["StableDiffusionPipeline", "FluxPipeline", "DDIMPipeline"]
-# Found by the matrix, open (strict: the mark goes with the fix). Since d32fd7c's eager int64 rule, FluxPipeline on
-# neuron fails with "aten::copy_ (to neuron) on neuron produced -9223372036854775808 in an int64 result" (a value
-# outside int32 reaches the device); to be traced to Diffusers' code (then: the model's, categorized) or ours.
+# Found by the matrix, open (strict: the mark goes with the fix).
 KNOWN_FAILURES: dict[str, str] = {}  # pipeline -> reason; each a strict xfail, removed with its fix
 TIMEOUT = 400  # per pipeline: build, CPU, neuron eager, and a compile of the denoiser on a busy machine
 
@@ -87,3 +85,16 @@ def test_cli_rejects_what_cannot_run():
     assert r.returncode == 2 and "not in Diffusers' pipeline classes: NoSuchPipeline" in r.stdout
     r = _cli("--pipeline", "FluxPipeline")
     assert r.returncode == 2 and "--pipeline goes with --suite diffusers" in r.stdout
+
+
+@pytest.mark.slow
+def test_resume_runs_a_pipeline_that_was_not_built_before(tmp_path):
+    """A report from before a pipeline had a recipe lists it as not built; --resume runs it now (not its old row)."""
+    from torch_neuronx.compat import cli, report
+    old = cli._not_runnable_result("DDIMPipeline", "no builder", "no recipe of tiny components")
+    report.write({"DDIMPipeline": old}, str(tmp_path))
+    proc = _cli("--suite", "diffusers", "--mode", "eager", "--resume", "--out", str(tmp_path), "--pipeline",
+                "DDIMPipeline", timeout=600)
+    r = report.load(str(tmp_path / "compat.json"))["DDIMPipeline"]
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert not report.not_built(r) and r["steps"]["eager"]["status"] == "pass", r
