@@ -143,6 +143,42 @@ def _animatediff() -> dict:
                                     clip_sample=False))() | {"motion_adapter": C.motion_adapter()}
 
 
+def _cascade_prior() -> dict:
+    from diffusers import DDPMWuerstchenScheduler
+    tok = C.clip_tokenizer()
+    return {"prior": C.cascade_prior(), "text_encoder": C.clip_text(tok, with_projection=True), "tokenizer": tok,
+            "scheduler": DDPMWuerstchenScheduler()}
+
+
+def _cascade_decoder() -> dict:
+    from diffusers import DDPMWuerstchenScheduler
+    tok = C.clip_tokenizer()
+    return {"decoder": C.cascade_decoder(), "vqgan": C.paella_vq(), "text_encoder": C.clip_text(tok, with_projection=True),
+            "tokenizer": tok, "scheduler": DDPMWuerstchenScheduler()}
+
+
+def _wan_i2v() -> dict:
+    image_encoder, image_processor = C.clip_vision()
+    return _t5(lambda: C.wan_transformer(in_channels=36, image_dim=4), C.wan_vae,
+               _scheduler("FlowMatchEulerDiscreteScheduler", shift=7.0), umt5=True)() | {
+        "image_encoder": image_encoder, "image_processor": image_processor}
+
+
+def _hunyuan_video() -> dict:
+    tok, tok2 = C.qwen2_tokenizer(), C.clip_tokenizer()
+    return {"transformer": C.hunyuan_video_transformer(), "vae": C.hunyuan_video_vae(),
+            "scheduler": _scheduler("FlowMatchEulerDiscreteScheduler", shift=7.0)(),
+            "text_encoder": C.llama_text(tok), "tokenizer": tok,
+            "text_encoder_2": C.clip_text(tok2, hidden=8), "tokenizer_2": tok2}
+
+
+def _ones(*shape: int) -> Callable:
+    def make():
+        import torch
+        return torch.ones(shape)
+    return make
+
+
 def _embedding(seed: int) -> Callable:
     """A CLIP image embedding (1, TEXT_DIM), the same on every call (Kandinsky's decoders take it, not text)."""
     def make():
@@ -331,6 +367,12 @@ RECIPES: dict[str, Recipe] = {
     # video from Stable Diffusion's components
     "AnimateDiffPipeline": Recipe(_animatediff, {"num_frames": 2}),
     "AnimateDiffVideoToVideoPipeline": Recipe(_animatediff, {"strength": 0.8}),
+    # Stable Cascade: the prior (text to image embeddings) and the decoder (image embeddings to pixels)
+    "StableCascadePriorPipeline": Recipe(_cascade_prior, size=128),
+    "StableCascadeDecoderPipeline": Recipe(_cascade_decoder, {"image_embeddings": _ones(1, 4, 4, 4)}),
+    # HunyuanVideo (Llama + CLIP text encoders); the prompt template of the real model needs its tokenizer
+    "HunyuanVideoPipeline": Recipe(_hunyuan_video, {"prompt_template": {"template": "{}", "crop_start": 0},
+                                                    "max_sequence_length": 16, "num_frames": 9}, size=16),
     # T5-conditioned video transformers
     "LattePipeline": Recipe(_t5(C.latte_transformer, lambda: C.vae_kl(blocks=(4,)), C.ddim),
                             {"video_length": 1, "clean_caption": False}, size=8),
@@ -338,6 +380,7 @@ RECIPES: dict[str, Recipe] = {
                               umt5=True), _VIDEO, size=16),
     "LTXPipeline": Recipe(_t5(C.ltx_transformer, C.ltx_vae, C.flow_match), _VIDEO),
     "LTXImageToVideoPipeline": Recipe(_t5(C.ltx_transformer, C.ltx_vae, C.flow_match), _VIDEO),
+    "WanImageToVideoPipeline": Recipe(_wan_i2v, _VIDEO, size=16),
     "WanVideoToVideoPipeline": Recipe(_t5(C.wan_transformer, C.wan_vae,
                                           _scheduler("FlowMatchEulerDiscreteScheduler", shift=7.0), umt5=True),
                                       {"max_sequence_length": 16}, size=16),

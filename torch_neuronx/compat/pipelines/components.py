@@ -547,3 +547,61 @@ def motion_adapter(block_out_channels=(8, 16)):
     from diffusers import MotionAdapter
     return MotionAdapter(block_out_channels=block_out_channels, motion_layers_per_block=1, motion_norm_num_groups=2,
                          motion_num_attention_heads=4)
+
+
+def cascade_prior():
+    """Stable Cascade's prior (stage C): text to image embeddings."""
+    from diffusers import StableCascadeUNet
+    return StableCascadeUNet(conditioning_dim=128, block_out_channels=(128, 128), num_attention_heads=(2, 2),
+                             down_num_layers_per_block=(1, 1), up_num_layers_per_block=(1, 1), switch_level=(False,),
+                             clip_image_in_channels=768, clip_text_in_channels=TEXT_DIM,
+                             clip_text_pooled_in_channels=TEXT_DIM, dropout=(0.1, 0.1))
+
+
+def cascade_decoder():
+    """Stable Cascade's decoder (stage B): image embeddings to Paella VQ latents."""
+    from diffusers import StableCascadeUNet
+    attn = ["SDCascadeResBlock", "SDCascadeTimestepBlock", "SDCascadeAttnBlock"]
+    return StableCascadeUNet(in_channels=4, out_channels=4, conditioning_dim=128, block_out_channels=[16, 32, 64, 128],
+                             num_attention_heads=[-1, -1, 1, 2], down_num_layers_per_block=[1, 1, 1, 1],
+                             up_num_layers_per_block=[1, 1, 1, 1], down_blocks_repeat_mappers=[1, 1, 1, 1],
+                             up_blocks_repeat_mappers=[3, 3, 2, 2], block_types_per_layer=[attn[:2], attn[:2], attn, attn],
+                             switch_level=None, clip_text_pooled_in_channels=TEXT_DIM, dropout=[0.1, 0.1, 0.1, 0.1])
+
+
+def paella_vq():
+    from diffusers.pipelines.deprecated.wuerstchen.modeling_paella_vq_model import PaellaVQModel
+    return PaellaVQModel(bottleneck_blocks=1, num_vq_embeddings=2)
+
+
+def clip_vision(image_size: int = 32, hidden: int = 4):
+    """A CLIP image encoder with projection (Wan image-to-video's image conditioning) and its image processor."""
+    from transformers import CLIPImageProcessor, CLIPVisionConfig, CLIPVisionModelWithProjection
+    model = CLIPVisionModelWithProjection(CLIPVisionConfig(hidden_size=hidden, projection_dim=hidden,
+                                                           num_hidden_layers=2, num_attention_heads=2,
+                                                           image_size=image_size, intermediate_size=16, patch_size=1))
+    return model, CLIPImageProcessor(crop_size=image_size, size=image_size)
+
+
+def llama_text(tokenizer, hidden: int = 16):
+    from transformers import LlamaConfig, LlamaModel
+    return LlamaModel(LlamaConfig(hidden_size=hidden, intermediate_size=37, num_attention_heads=4, num_hidden_layers=2,
+                                  vocab_size=vocab_size(tokenizer), hidden_act="gelu"))
+
+
+def hunyuan_video_transformer():
+    from diffusers import HunyuanVideoTransformer3DModel
+    return HunyuanVideoTransformer3DModel(in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=10,
+                                          num_layers=1, num_single_layers=1, num_refiner_layers=1, patch_size=1,
+                                          patch_size_t=1, guidance_embeds=True, text_embed_dim=16,
+                                          pooled_projection_dim=8, rope_axes_dim=(2, 4, 4))
+
+
+def hunyuan_video_vae():
+    from diffusers import AutoencoderKLHunyuanVideo
+    return AutoencoderKLHunyuanVideo(in_channels=3, out_channels=3, latent_channels=4,
+                                     down_block_types=("HunyuanVideoDownBlock3D",) * 4,
+                                     up_block_types=("HunyuanVideoUpBlock3D",) * 4, block_out_channels=(8, 8, 8, 8),
+                                     layers_per_block=1, act_fn="silu", norm_num_groups=4, scaling_factor=0.476986,
+                                     spatial_compression_ratio=8, temporal_compression_ratio=4,
+                                     mid_block_add_attention=True)
