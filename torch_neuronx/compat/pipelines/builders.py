@@ -332,6 +332,8 @@ RECIPES: dict[str, Recipe] = {
     "Flux2KleinInpaintPipeline": Recipe(_flux2_klein, _KLEIN_CALL | {"strength": 0.8}, size=32),
     "ChromaPipeline": Recipe(_t5(C.chroma_transformer, C.vae_flux, C.flow_match), _FLUX_CALL, size=8),
     "ChromaImg2ImgPipeline": Recipe(_t5(C.chroma_transformer, C.vae_flux, C.flow_match), _FLUX_CALL, size=32),
+    "ChromaInpaintPipeline": Recipe(_t5(C.chroma_transformer, C.vae_flux, C.flow_match), _FLUX_CALL | {"strength": 0.8},
+                                    size=32),
     # Stable Diffusion 3
     "StableDiffusion3Pipeline": Recipe(_sd3(), _T5_SHORT),
     "StableDiffusion3Img2ImgPipeline": Recipe(_sd3(), _T5_SHORT),
@@ -354,6 +356,7 @@ RECIPES: dict[str, Recipe] = {
     "SanaPipeline": Recipe(_sana, _SANA_CALL),
     "SanaPAGPipeline": Recipe(lambda: _sana() | {"pag_applied_layers": ["transformer_blocks.0"]}, _SANA_CALL),
     "SanaSprintPipeline": Recipe(_sana_sprint, _SANA_CALL),
+    "SanaControlNetPipeline": Recipe(lambda: _sana() | {"controlnet": C.sana_controlnet()}, _SANA_CALL),
     "LuminaPipeline": Recipe(_lumina(C.lumina_next_transformer, C.gemma_causal_lm),
                              {"max_sequence_length": 16, "clean_caption": False}, size=32),  # assumes a VAE factor of 8
     "Lumina2Pipeline": Recipe(_lumina(C.lumina2_transformer, C.gemma2_text), {"max_sequence_length": 16}, size=32),
@@ -386,6 +389,11 @@ RECIPES: dict[str, Recipe] = {
                                       {"max_sequence_length": 16}, size=16),
     "CogVideoXVideoToVideoPipeline": Recipe(_t5(C.cogvideox_transformer, C.cogvideox_vae, C.ddim),
                                             {"max_sequence_length": 16, "strength": 0.8}, size=16),
+    # image latents join the noise (8 channels); 3D RoPE needs a head dim divisible by 16
+    "CogVideoXImageToVideoPipeline": Recipe(_t5(lambda: C.cogvideox_transformer(
+        in_channels=8, num_attention_heads=2, attention_head_dim=16, use_rotary_positional_embeddings=True,
+        use_learned_positional_embeddings=True), C.cogvideox_vae, C.ddim), {"max_sequence_length": 16, "num_frames": 8},
+        size=16),
     "CogVideoXPipeline": Recipe(_t5(C.cogvideox_transformer, C.cogvideox_vae, C.ddim),
                                 {"max_sequence_length": 16, "num_frames": 8}, size=16),
     "MochiPipeline": Recipe(_t5(C.mochi_transformer, C.mochi_vae, C.flow_match),

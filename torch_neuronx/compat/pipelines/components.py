@@ -296,9 +296,10 @@ def cogvideox_vae():
                                   temporal_compression_ratio=4)
 
 
-def cogvideox_transformer(in_channels: int = 4, **extra):
+def cogvideox_transformer(in_channels: int = 4, num_attention_heads: int = 4, attention_head_dim: int = 8, **extra):
     from diffusers import CogVideoXTransformer3DModel
-    return CogVideoXTransformer3DModel(num_attention_heads=4, attention_head_dim=8, in_channels=in_channels,
+    return CogVideoXTransformer3DModel(num_attention_heads=num_attention_heads, attention_head_dim=attention_head_dim,
+                                       in_channels=in_channels,
                                        out_channels=4, time_embed_dim=2, text_embed_dim=TEXT_DIM, num_layers=1,
                                        sample_width=2, sample_height=2, sample_frames=9, patch_size=2,
                                        temporal_compression_ratio=4, max_text_seq_length=16, **extra)
@@ -605,3 +606,10 @@ def hunyuan_video_vae():
                                      layers_per_block=1, act_fn="silu", norm_num_groups=4, scaling_factor=0.476986,
                                      spatial_compression_ratio=8, temporal_compression_ratio=4,
                                      mid_block_add_attention=True)
+
+
+def sana_controlnet():
+    from diffusers import SanaControlNetModel
+    return SanaControlNetModel(patch_size=1, in_channels=4, out_channels=4, num_layers=1, num_attention_heads=2,
+                               attention_head_dim=4, num_cross_attention_heads=2, cross_attention_head_dim=4,
+                               cross_attention_dim=8, caption_channels=8, sample_size=32)
