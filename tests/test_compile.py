@@ -241,6 +241,20 @@ def test_host_tensor_attribute_moved_to_the_device_in_forward_reaches_aten_kerne
     assert model.freqs.device.type == "cpu"  # the caller's tensor is left where it was
 
 
+
+def test_tensor_the_graph_creates_for_an_aten_call_is_on_the_device():
+    """Z-Image pads its complex rotary table with pad_sequence: the complex `full` is an ATen call Inductor's
+    wrapper makes with the retargeted graph's device, "cpu"; it must be the graph's core, or the next op
+    mixes devices ("found at least two devices, neuron:0 and cpu")."""
+    def f(x, y):
+        padded = torch.view_as_complex(x.reshape(2, 4, 2)).new_full((2, 6), 0.0)
+        padded[:, :4] = torch.view_as_complex(x.reshape(2, 4, 2))
+        return torch.view_as_real(padded * torch.view_as_complex(y)).flatten()
+
+    x, y = torch.randn(2, 4, 2), torch.randn(2, 6, 2)
+    out = torch.compile(f, backend="neuron")(x.to("neuron"), y.to("neuron"))
+    assert out.device.type == "neuron" and torch.allclose(out.cpu(), f(x, y), atol=1e-6)
+
 # ------------------------------------------------------------------ static shapes, recompiles
 
 def test_new_shape_compiles_exactly_one_more_graph_and_padding_to_128_compiles_none(caplog):

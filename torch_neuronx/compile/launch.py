@@ -53,6 +53,21 @@ def empty_strided_device(size: Sequence[int], stride: Sequence[int], dtype: torc
     return torch.empty_strided(size, stride, dtype=dtype, device="neuron")
 
 
+def device_of_graph(device_index: int) -> Callable[..., torch.device]:
+    """The wrapper's `device` (torch.device): what it names "cpu" is the graph's NeuronCore.
+
+    The retargeted graph says "cpu" for the device, and Inductor writes it into the ATen calls it makes for
+    ops its C++ code cannot do (a complex `full` of pad_sequence, say: `device=device(type='cpu')`). Those
+    tensors are device tensors as the graph's buffers are, or the next op mixes devices.
+    """
+    graph_device = torch.device("neuron", device_index)
+
+    def device(*args: Any, **kwargs: Any) -> torch.device:
+        d = torch.device(*args, **kwargs)
+        return graph_device if d.type == "cpu" else d
+    return device
+
+
 def _with_host_access(call: Callable[[list[Any]], Sequence[Any]], constants: list[torch.Tensor]):
     """`call` with its device tensors opened through the host bridge: inputs and constants, and in a
     host-access scope every allocation made during the call (its buffers, and the outputs of the ATen
@@ -121,6 +136,7 @@ def device_callable(compiled: Any, device_index: int) -> Callable[[list[Any]], S
     # same code may have different constants. Set after the module body ran, the allocator global
     # replaces the host one for every call.
     attrs[HOST_ALLOCATOR] = empty_strided_device
+    attrs["device"] = device_of_graph(device_index)  # bound by the wrapper's `from torch import device`
     module = PyCodeCache.load_by_key_path(key, path, compiled.cache_linemap, attrs)
     holder = _DeviceModule(module.call, getattr(compiled, "_defers_input_alignment", False))
     # Inputs Inductor assumed aligned but that are not, and that the graph mutates, need the same
