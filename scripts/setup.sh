@@ -8,10 +8,21 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 VPY=.venv/bin/python
-# torch first and pinned: any other version would pull a multi-GB CUDA build.
-$VPY -m pip install -q "torch==2.13.0" setuptools wheel ninja
-# The extension builds against the torch just installed (no build isolation).
-$VPY -m pip install -q --no-build-isolation -e ".[hf,test]"
+# What the installed environment was made from: when it has not changed since the last setup, the pip
+# steps are skipped and only the C++ core is brought up to date (scripts/build.sh: incremental, seconds
+# when csrc/ is unchanged). pip's editable install would rebuild the whole extension every time (minutes).
+STAMP=.venv/.torchneuron-setup
+want="$(cat pyproject.toml setup.py | sha256sum | cut -d' ' -f1) $(readlink -f .)"
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && $VPY -c "import torch_neuronx" 2>/dev/null; then
+  bash scripts/build.sh
+else
+  rm -f "$STAMP"
+  # torch first and pinned: any other version would pull a multi-GB CUDA build.
+  $VPY -m pip install -q "torch==2.13.0" setuptools wheel ninja
+  # The extension builds against the torch just installed (no build isolation).
+  $VPY -m pip install -q --no-build-isolation -e ".[hf,test]"
+  echo "$want" > "$STAMP"
+fi
 if $VPY -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('torch_xla') is None)"; then
   echo "error: torch-xla is installed in .venv; it switches Transformers/Accelerate to the legacy XLA path. pip uninstall torch-xla" >&2
   exit 1
