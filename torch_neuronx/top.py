@@ -108,11 +108,25 @@ def main(args: argparse.Namespace) -> int:
     if args.interval <= 0:
         console.print(f"[red]error:[/red] --interval {args.interval}: give a positive number of seconds")
         return 2
+    import signal
+
     from rich.live import Live
+    # Ctrl-C (and SIGTERM) end the loop between redraws through a flag, not a KeyboardInterrupt: an
+    # exception raised wherever the signal lands can be swallowed (in a finalizer the garbage collector
+    # runs, Python prints "Exception ignored" and goes on), and top then never exits.
+    stopping: list[int] = []
+
+    def stop(signum, frame):
+        stopping.append(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         with Live(render(view), console=console, auto_refresh=False, screen=False) as live:
-            while True:
+            while not stopping:
                 time.sleep(args.interval)
-                live.update(render(snapshot(args.instance)), refresh=True)
-    except KeyboardInterrupt:
-        return 0
+                if not stopping:
+                    live.update(render(snapshot(args.instance)), refresh=True)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
