@@ -332,19 +332,20 @@ static int64_t host_available_bytes() {
   return -1;
 }
 
-static void check_host_backing(int device, size_t nbytes) {
+static void check_host_backing(State& s, int device, size_t nbytes) {
   if (nbytes < kHostCheckBytes) return;
   int64_t available = host_available_bytes();
   if (available < 0 || static_cast<int64_t>(nbytes) <= available) return;
-  auto& s = state();
-  int64_t budget, used;
+  int64_t budget, used, own;
   {
     std::lock_guard<std::mutex> g(s.mu);
+    check_usable(s, device);  // the device's own error first (reserve checks it again, on every allocation)
     budget = s.budget[device];
     used = s.bank_used[s.bank[device]];
+    own = s.stats[device].allocated;
   }
   if (static_cast<int64_t>(nbytes) > budget - used) return;  // over the budget too: Neuron's own OOM, raised by reserve
-  notify(MemoryEvent::Oom, device, nullptr, nbytes, used);
+  notify(MemoryEvent::Oom, device, nullptr, nbytes, own);  // as allocate's: the device's own bytes, not the bank's
   TORCH_CHECK_WITH(
       OutOfMemoryError, false,
       "Neuron emulator out of host memory on ", s.labels[device], ": tried to allocate ", human(nbytes),
@@ -381,8 +382,7 @@ static bool reserve(State& s, int device, size_t nbytes) {
 // taken and the block recorded under one lock; a refused request takes no host memory.
 void* allocate(int device, size_t nbytes) {
   auto& s = state();
-  check_device(s, device);
-  check_host_backing(device, nbytes);
+  check_host_backing(s, device, nbytes);
   void* p = nullptr;
   int64_t allocated;
   bool ok;
