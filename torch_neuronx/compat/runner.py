@@ -222,8 +222,7 @@ def _worker_cores(jobs: int):
     from ..runtime import ownership
     from ..runtime.topology import TopologyError, discover
     topo = discover()
-    held = {p for h in ownership.held_cores(topo.instance.name) for p in h.physical_cores}
-    free = [c for c in topo.visible if held.isdisjoint(ownership.physical_cores(c, topo.lnc))]
+    free = ownership.free_cores(topo.visible, topo.lnc, ownership.held_cores(topo.instance.name))
     want = max(1, jobs)
     if len(free) < want:
         raise TopologyError(

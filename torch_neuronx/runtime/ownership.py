@@ -88,6 +88,12 @@ def physical_cores(core: int, lnc: int) -> list[int]:
     return list(range(core * lnc, core * lnc + lnc))
 
 
+def free_cores(cores, lnc: int, holders: list["HeldCore"]) -> list[int]:
+    """The cores (ids at LNC `lnc`) among `cores` none of whose physical cores a holder holds, whatever its LNC."""
+    held = {p for h in holders for p in h.physical_cores}
+    return [c for c in cores if held.isdisjoint(physical_cores(c, lnc))]
+
+
 def _lock_file(directory: str, physical: int) -> str:
     return os.path.join(directory, f"nc{physical:03d}.lock")
 

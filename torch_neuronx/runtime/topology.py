@@ -299,13 +299,13 @@ def _free_cores(inst: InstanceType, lnc: int, n: int, env: Mapping[str, str]) ->
     so two processes started at the same instant may pick the same group; the second then fails there
     with the holder named, as it would if it had asked for those cores by NEURON_RT_VISIBLE_CORES.
     """
-    from .ownership import held_cores
+    from .ownership import free_cores, held_cores
     holders = held_cores(inst.name, env)
-    held = {p for h in holders for p in h.physical_cores}
     total = inst.cores(lnc)
+    free = set(free_cores(range(total), lnc, holders))
     run: list[int] = []
     for core in range(total):
-        if held.isdisjoint(range(core * lnc, core * lnc + lnc)):
+        if core in free:
             run.append(core)
             if len(run) == n:
                 return tuple(run)
