@@ -118,12 +118,18 @@ std::function<void()> then(std::function<void()> verify, std::function<void()> f
   };
 }
 
-// Issues a collective that may have started before every rank posted: if issuing it throws, the
-// check still runs (it releases the board's slot), and the issuing error is the one raised.
-template <typename F>
-auto issue(const std::function<void()>& verify, F&& fn) -> decltype(fn()) {
+// Starts a collective that may have started before every rank posted (`verify`: the step that
+// finishes its check, or null) on either path. The one place that decides what becomes of the check
+// when starting throws: it still runs (it releases the board's slot) and the starting error is the one
+// raised; except when the group is broken (a peer died or the timeout passed: c10::DistBackendError),
+// where the check is left unfinished (it would wait for the same peers again) and the failure is
+// raised as the collective's (`describe_call()` names it; only called on failure).
+template <typename Describe, typename F>
+auto start(const std::function<void()>& verify, Describe&& describe_call, F&& fn) -> decltype(fn()) {
   try {
     return fn();
+  } catch (const c10::DistBackendError& e) {
+    raise_collective_failure(describe_call(), message_of(e));
   } catch (...) {
     if (verify) {
       try {
@@ -271,26 +277,13 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::collective(Call call, const std::fu
                                                         OnHost&& on_host) {
   check_devices(call.name, call.tensors);
   auto verify = call.signature ? agree(*call.signature) : nullptr;
+  auto described = [&] { return describe(call.name, call.example); };
   if (on_shm) {
-    try {
-      on_shm();
-    } catch (const c10::DistBackendError& e) {
-      // A peer died or the timeout passed: the group is broken, its check is not finished (it would
-      // wait for the same peers again).
-      raise_collective_failure(describe(call.name, call.example), message_of(e));
-    } catch (...) {
-      if (verify) {
-        try {
-          verify();
-        } catch (...) {
-        }
-      }
-      throw;
-    }
+    start(verify, described, on_shm);
     if (verify) verify();
     return c10::make_intrusive<CompletedWork>(std::move(call.outputs), call.op, rank_);
   }
-  Issued issued = issue(verify, std::forward<OnHost>(on_host));
+  Issued issued = start(verify, described, std::forward<OnHost>(on_host));
   return wrap(issued.work, std::move(call.outputs), then(verify, std::move(issued.finish)), call.op, call.name,
               call.example);
 }
