@@ -98,3 +98,18 @@ def test_resume_runs_a_pipeline_that_was_not_built_before(tmp_path):
     r = report.load(str(tmp_path / "compat.json"))["DDIMPipeline"]
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert not report.not_built(r) and r["steps"]["eager"]["status"] == "pass", r
+
+
+def test_compiled_tolerance_is_the_cpu_compiles_own_rounding():
+    """Outside the fixed tolerance, a compiled output may move from CPU eager as far as twice the CPU compile does,
+    never more than one 8-bit pixel level; a neuron output farther than that still fails."""
+    import numpy as np
+    from torch_neuronx.compat.pipelines import worker
+    ref = np.random.default_rng(0).random((1, 8, 8, 3), dtype=np.float32)
+    cpu_compiled = ref + 4e-4  # as KandinskyV22Inpaint's compiled UNet moves the blended image
+    atol = worker.compiled_tolerance(ref, cpu_compiled)
+    assert np.isclose(atol, 8e-4, rtol=1e-3)
+    assert not worker.compare(ref, ref + 5e-4)[0] and worker.compare(ref, ref + 5e-4, atol)[0]
+    assert not worker.compare(ref, ref + 2e-3, atol)[0]  # farther than the CPU compile's rounding: a real mismatch
+    assert worker.compiled_tolerance(ref, ref + 1e-6) == worker.ATOL  # a clean CPU compile widens nothing
+    assert worker.compiled_tolerance(ref, ref + 0.2) == worker.COMPILE_ROUNDING_CAP  # a compile that changes the picture

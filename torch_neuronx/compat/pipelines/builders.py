@@ -195,6 +195,53 @@ def _image_tensor(seed: int, channels: int, size: int) -> Callable:
     return make
 
 
+def _pil_frames(count: int, size: int) -> Callable:
+    """`count` seeded RGB frames (PIL), the same on every call: control frames of the video pipelines."""
+    def make():
+        import numpy as np
+        from PIL import Image
+        rng = np.random.default_rng(4)
+        return [Image.fromarray(rng.integers(0, 256, (size, size, 3), dtype=np.uint8), mode="RGB")
+                for _ in range(count)]
+    return make
+
+
+def _animatediff_with(controlnet: Callable | None = None, **extra) -> Callable[[], dict]:
+    def build() -> dict:
+        out = _animatediff() | extra
+        if controlnet is not None:
+            out["controlnet"] = controlnet()
+        return out
+    return build
+
+
+def _animatediff_sdxl() -> dict:
+    return _sdxl()() | {"motion_adapter": C.motion_adapter(use_motion_mid_block=False),
+                        "scheduler": _scheduler("DDIMScheduler", beta_start=0.00085, beta_end=0.012,
+                                                beta_schedule="linear", clip_sample=False)()}
+
+
+def _cascade_combined() -> dict:
+    prior = _cascade_prior()
+    return _cascade_decoder() | {f"prior_{'prior' if k == 'prior' else k}": v for k, v in prior.items()}
+
+
+def _kandinsky22_prior() -> dict:
+    from diffusers import UnCLIPScheduler
+    tok = C.clip_tokenizer()
+    image_encoder, image_processor = C.clip_vision(image_size=32, hidden=C.TEXT_DIM, patch_size=4)
+    return {"prior": C.prior_transformer(), "image_encoder": image_encoder, "image_processor": image_processor,
+            "text_encoder": C.clip_text(tok, with_projection=True), "tokenizer": tok,
+            "scheduler": UnCLIPScheduler(variance_type="fixed_small_log", prediction_type="sample",
+                                         num_train_timesteps=1000, clip_sample=True, clip_sample_range=10.0)}
+
+
+def _kandinsky22_combined(in_channels: int = 4) -> Callable[[], dict]:
+    def build() -> dict:
+        return _kandinsky22(in_channels)() | {f"prior_{k}": v for k, v in _kandinsky22_prior().items()}
+    return build
+
+
 def _hunyuandit() -> dict:
     from diffusers import DDPMScheduler
     tok, tok2 = C.bert_tokenizer(), C.t5_tokenizer()
@@ -309,6 +356,13 @@ RECIPES: dict[str, Recipe] = {
     "KandinskyV22ControlnetPipeline": Recipe(_kandinsky22(in_channels=8, hint=True), _KANDINSKY_CALL | _HINT, size=64),
     "KandinskyV22ControlnetImg2ImgPipeline": Recipe(_kandinsky22(in_channels=8, hint=True),
                                                     _KANDINSKY_CALL | _HINT | {"strength": 0.8}, size=64),
+    # Kandinsky 2.2's prior (text to CLIP image embedding), and prior + decoder in one call
+    "KandinskyV22PriorPipeline": Recipe(_kandinsky22_prior),
+    "KandinskyV22PriorEmb2EmbPipeline": Recipe(_kandinsky22_prior, {"strength": 0.5}),
+    "KandinskyV22CombinedPipeline": Recipe(_kandinsky22_combined(), {"prior_num_inference_steps": 2}),
+    "KandinskyV22Img2ImgCombinedPipeline": Recipe(_kandinsky22_combined(), {"prior_num_inference_steps": 2,
+                                                                            "strength": 0.8}),
+    "KandinskyV22InpaintCombinedPipeline": Recipe(_kandinsky22_combined(9), {"prior_num_inference_steps": 2}),
     # Kandinsky 3 (T5-conditioned UNet, MoVQ decoder)
     "Kandinsky3Pipeline": Recipe(_kandinsky3, size=16),
     "Kandinsky3Img2ImgPipeline": Recipe(_kandinsky3, {"strength": 0.8}, size=16),
@@ -352,10 +406,13 @@ RECIPES: dict[str, Recipe] = {
                                    _T5_SHORT, size=16),
     "HunyuanDiTPipeline": Recipe(_hunyuandit, {"use_resolution_binning": False}, size=16),
     "HunyuanDiTPAGPipeline": Recipe(_hunyuandit, {"use_resolution_binning": False}, size=16),
+    "HunyuanDiTControlNetPipeline": Recipe(lambda: _hunyuandit() | {"controlnet": C.hunyuandit_controlnet()},
+                                           {"use_resolution_binning": False}, size=16),
     # Gemma-conditioned
     "SanaPipeline": Recipe(_sana, _SANA_CALL),
     "SanaPAGPipeline": Recipe(lambda: _sana() | {"pag_applied_layers": ["transformer_blocks.0"]}, _SANA_CALL),
     "SanaSprintPipeline": Recipe(_sana_sprint, _SANA_CALL),
+    "SanaSprintImg2ImgPipeline": Recipe(_sana_sprint, _SANA_CALL | {"strength": 0.5}),
     "SanaControlNetPipeline": Recipe(lambda: _sana() | {"controlnet": C.sana_controlnet()}, _SANA_CALL),
     "LuminaPipeline": Recipe(_lumina(C.lumina_next_transformer, C.gemma_causal_lm),
                              {"max_sequence_length": 16, "clean_caption": False}, size=32),  # assumes a VAE factor of 8
@@ -370,9 +427,19 @@ RECIPES: dict[str, Recipe] = {
     # video from Stable Diffusion's components
     "AnimateDiffPipeline": Recipe(_animatediff, {"num_frames": 2}),
     "AnimateDiffVideoToVideoPipeline": Recipe(_animatediff, {"strength": 0.8}),
+    "AnimateDiffControlNetPipeline": Recipe(_animatediff_with(lambda: C.controlnet_for(C.sd_unet())),
+                                            {"num_frames": 2, "conditioning_frames": _pil_frames(2, 32)}),
+    "AnimateDiffSparseControlNetPipeline": Recipe(_animatediff_with(C.sparse_controlnet),
+                                                  {"num_frames": 2, "conditioning_frames": _pil_frames(2, 32),
+                                                   "controlnet_frame_indices": [0, 1]}),
+    "AnimateDiffVideoToVideoControlNetPipeline": Recipe(_animatediff_with(lambda: C.controlnet_for(C.sd_unet())),
+                                                        {"strength": 0.8, "conditioning_frames": _pil_frames(9, 32)}),
+    "AnimateDiffSDXLPipeline": Recipe(_animatediff_sdxl, {"num_frames": 2}),
+    "AnimateDiffPAGPipeline": Recipe(_animatediff, {"num_frames": 2}),
     # Stable Cascade: the prior (text to image embeddings) and the decoder (image embeddings to pixels)
     "StableCascadePriorPipeline": Recipe(_cascade_prior, size=128),
     "StableCascadeDecoderPipeline": Recipe(_cascade_decoder, {"image_embeddings": _ones(1, 4, 4, 4)}),
+    "StableCascadeCombinedPipeline": Recipe(_cascade_combined, {"prior_num_inference_steps": 2}, size=128),
     # HunyuanVideo (Llama + CLIP text encoders); the prompt template of the real model needs its tokenizer
     "HunyuanVideoPipeline": Recipe(_hunyuan_video, {"prompt_template": {"template": "{}", "crop_start": 0},
                                                     "max_sequence_length": 16, "num_frames": 9}, size=16),
@@ -384,6 +451,12 @@ RECIPES: dict[str, Recipe] = {
     "LTXPipeline": Recipe(_t5(C.ltx_transformer, C.ltx_vae, C.flow_match), _VIDEO),
     "LTXImageToVideoPipeline": Recipe(_t5(C.ltx_transformer, C.ltx_vae, C.flow_match), _VIDEO),
     "WanImageToVideoPipeline": Recipe(_wan_i2v, _VIDEO, size=16),
+    "LTXConditionPipeline": Recipe(_t5(C.ltx_transformer, C.ltx_vae, C.flow_match), _VIDEO),
+    # no denoiser: the VAE's latents upsampled twice by the upsampler model, decoded
+    "LTXLatentUpsamplePipeline": Recipe(lambda: {"vae": C.ltx_vae(), "latent_upsampler": C.ltx_latent_upsampler()},
+                                        size=16),
+    "CogVideoXFunControlPipeline": Recipe(_t5(lambda: C.cogvideox_transformer(in_channels=8), C.cogvideox_vae, C.ddim),
+                                          {"max_sequence_length": 16, "control_video": _pil_frames(8, 16)}, size=16),
     "WanVideoToVideoPipeline": Recipe(_t5(C.wan_transformer, C.wan_vae,
                                           _scheduler("FlowMatchEulerDiscreteScheduler", shift=7.0), umt5=True),
                                       {"max_sequence_length": 16}, size=16),

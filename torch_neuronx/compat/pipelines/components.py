@@ -543,11 +543,11 @@ def lumina2_transformer():
                                      norm_eps=1e-5, scaling_factor=1.0, axes_dim_rope=[4, 2, 2], cap_feat_dim=8)
 
 
-def motion_adapter(block_out_channels=(8, 16)):
+def motion_adapter(block_out_channels=(8, 16), **extra):
     """AnimateDiff's temporal layers for a UNet of these blocks."""
     from diffusers import MotionAdapter
     return MotionAdapter(block_out_channels=block_out_channels, motion_layers_per_block=1, motion_norm_num_groups=2,
-                         motion_num_attention_heads=4)
+                         motion_num_attention_heads=4, **extra)
 
 
 def cascade_prior():
@@ -575,12 +575,14 @@ def paella_vq():
     return PaellaVQModel(bottleneck_blocks=1, num_vq_embeddings=2)
 
 
-def clip_vision(image_size: int = 32, hidden: int = 4):
-    """A CLIP image encoder with projection (Wan image-to-video's image conditioning) and its image processor."""
+def clip_vision(image_size: int = 32, hidden: int = 4, patch_size: int = 1):
+    """A CLIP image encoder with projection (Wan image-to-video's image conditioning, Kandinsky's prior) and its
+    image processor."""
     from transformers import CLIPImageProcessor, CLIPVisionConfig, CLIPVisionModelWithProjection
     model = CLIPVisionModelWithProjection(CLIPVisionConfig(hidden_size=hidden, projection_dim=hidden,
                                                            num_hidden_layers=2, num_attention_heads=2,
-                                                           image_size=image_size, intermediate_size=16, patch_size=1))
+                                                           image_size=image_size, intermediate_size=16,
+                                                           patch_size=patch_size))
     return model, CLIPImageProcessor(crop_size=image_size, size=image_size)
 
 
@@ -613,3 +615,38 @@ def sana_controlnet():
     return SanaControlNetModel(patch_size=1, in_channels=4, out_channels=4, num_layers=1, num_attention_heads=2,
                                attention_head_dim=4, num_cross_attention_heads=2, cross_attention_head_dim=4,
                                cross_attention_dim=8, caption_channels=8, sample_size=32)
+
+
+def sparse_controlnet(block_out_channels=(8, 16)):
+    """AnimateDiff's SparseCtrl ControlNet shaped like sd_unet (its condition embedder halves the image once)."""
+    from diffusers import SparseControlNetModel
+    return SparseControlNetModel(block_out_channels=block_out_channels, layers_per_block=1, in_channels=4,
+                                 conditioning_channels=3, down_block_types=("DownBlockMotion", "CrossAttnDownBlockMotion"),
+                                 cross_attention_dim=TEXT_DIM, conditioning_embedding_out_channels=(4, 8),
+                                 norm_num_groups=4, attention_head_dim=4, motion_num_attention_heads=4,
+                                 use_simplified_condition_embedding=False)
+
+
+def prior_transformer():
+    """Kandinsky's prior (text embedding to CLIP image embedding, TEXT_DIM wide)."""
+    import torch
+    from diffusers import PriorTransformer
+    model = PriorTransformer(num_attention_heads=2, attention_head_dim=12, embedding_dim=TEXT_DIM, num_layers=1)
+    with torch.no_grad():  # clip_std starts at 0: every output would be clip_mean (Diffusers' tests set it to 1 too)
+        model.clip_std.fill_(1.0)
+    return model
+
+
+def ltx_latent_upsampler():
+    from diffusers.pipelines.ltx.modeling_latent_upsampler import LTXLatentUpsamplerModel
+    return LTXLatentUpsamplerModel(in_channels=8, mid_channels=32, num_blocks_per_stage=1, dims=3,
+                                   spatial_upsample=True, temporal_upsample=False)
+
+
+def hunyuandit_controlnet():
+    """A HunyuanDiT ControlNet sized as hunyuandit_transformer."""
+    from diffusers import HunyuanDiT2DControlNetModel
+    return HunyuanDiT2DControlNetModel(sample_size=16, transformer_num_layers=2, patch_size=2, attention_head_dim=8,
+                                       num_attention_heads=3, in_channels=4, cross_attention_dim=TEXT_DIM,
+                                       cross_attention_dim_t5=TEXT_DIM, pooled_projection_dim=16, hidden_size=24,
+                                       activation_fn="gelu-approximate")

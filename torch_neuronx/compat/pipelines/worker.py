@@ -13,6 +13,14 @@ A compiled failure that a model's own code can cause (graph break, recompile, nu
 CPU, the denoiser compiled by Inductor under the neuron backend's rules (compat/cpu_reference.py): the
 same failure there means the pipeline does not compile cleanly on any device (`cpu_too`).
 
+Compiled numbers are judged against what compiling does to this pipeline anywhere (compiled_tolerance):
+a compiled graph fuses and reorders float math, so its output moves from eager's by rounding, and a
+pipeline can magnify that (an inpainting blend, a guidance scale). When the compiled output is outside
+the fixed tolerance, the tolerance becomes twice the CPU compile's own distance from CPU eager, measured
+in the same run, capped at one 8-bit pixel level (1/255): neuron compiled passes if it moves no more
+than Inductor on CPU does. Beyond one pixel level the CPU compile changes the picture itself; a neuron
+output equal to it is then `cpu_too`, as any other failure the CPU compile shares.
+
 The result file is the Transformers worker's (compat/worker.py: Result), rewritten after every step.
 """
 
@@ -31,7 +39,11 @@ STEPS = {"eager": ("eager",), "compiled": ("compiled",), "both": ("eager", "comp
 # Pixel values are in [0, 1]. Both sides run the same host kernels, so eager outputs are mostly
 # bit-identical; the margin covers compiled graphs that fuse differently, over two denoising steps.
 ATOL, RTOL = 1e-4, 1e-3
-DENOISERS = ("unet", "transformer", "transformer_2", "prior", "decoder")
+# The widest tolerance a compiled output gets from the CPU compile's own rounding: one level of an 8-bit image.
+COMPILE_ROUNDING_CAP = 1 / 255
+# the models a compiled run compiles: the denoisers (prior_prior: of a combined pipeline), or the pipeline's one
+# model where it has no denoiser (the latent upsampler)
+DENOISERS = ("unet", "transformer", "transformer_2", "prior", "decoder", "prior_prior", "latent_upsampler")
 
 
 def build(name: str):
@@ -89,12 +101,24 @@ def run_pipeline(name: str, device: str, compile_backend=None) -> np.ndarray:
     return as_array(out)
 
 
-def compare(ref: np.ndarray, got: np.ndarray) -> tuple[bool, float, str]:
+def compare(ref: np.ndarray, got: np.ndarray, atol: float = ATOL) -> tuple[bool, float, str]:
     if ref.shape != got.shape:
         return False, float("inf"), f"output shape {got.shape} != CPU {ref.shape}"
-    diff = float(np.abs(ref - got).max()) if ref.size else 0.0
-    ok = bool(np.allclose(ref, got, atol=ATOL, rtol=RTOL, equal_nan=True))
-    return ok, diff, "" if ok else f"output differs: max |diff| {diff:.3g} (atol {ATOL}, rtol {RTOL})"
+    diff = max_abs_diff(ref, got)
+    ok = bool(np.allclose(ref, got, atol=atol, rtol=RTOL, equal_nan=True))
+    return ok, diff, "" if ok else f"output differs: max |diff| {diff:.3g} (atol {atol:.3g}, rtol {RTOL})"
+
+
+def max_abs_diff(ref: np.ndarray, got: np.ndarray) -> float:
+    return float(np.abs(ref - got).max()) if ref.size else 0.0
+
+
+def compiled_tolerance(ref: np.ndarray, cpu_compiled: np.ndarray) -> float:
+    """The atol a compiled output is held to: the fixed one, or twice the CPU compile's distance from CPU eager
+    (what compiling this pipeline does to its numbers by rounding alone), at most one 8-bit pixel level."""
+    if ref.shape != cpu_compiled.shape:
+        return ATOL
+    return max(ATOL, min(2 * max_abs_diff(ref, cpu_compiled), COMPILE_ROUNDING_CAP))
 
 
 def _compiled(name: str, backend, device: str):
@@ -117,7 +141,7 @@ def _step(name: str, step: str, ref: np.ndarray, result, shared: dict) -> None:
         else:
             got, counts = _compiled(name, "neuron", "neuron")
             result.data["compile"]["compiled"] = vars(counts)
-            shared["compiled"] = got
+            shared["compiled"], shared["counts"] = got, counts
         ok, diff, detail = compare(ref, got)
         category = None if ok else NUMERIC
         if ok and counts is not None:
@@ -131,7 +155,9 @@ def _step(name: str, step: str, ref: np.ndarray, result, shared: dict) -> None:
 
 
 def _recheck_on_cpu(name: str, ref: np.ndarray, result, shared: dict) -> None:
-    """The compiled step failed as a model can: compile the denoiser on CPU (Inductor, same rules) and compare."""
+    """The compiled step failed as a model can: compile the denoiser on CPU (Inductor, same rules) and compare.
+
+    A numeric mismatch within the CPU compile's own rounding (compiled_tolerance) is a pass."""
     from .. import cpu_reference
     from ..categories import NUMERIC, classify, first_line
     from ..worker import RECHECK_ON_CPU, _compile_verdict
@@ -140,21 +166,38 @@ def _recheck_on_cpu(name: str, ref: np.ndarray, result, shared: dict) -> None:
         return
     result.running("the compiled step on CPU, compiled by Inductor")
     same_as_neuron = True
+    cpu_diff = None
     try:
         got, counts = _compiled(name, cpu_reference.inductor_cpu, "cpu")
-        ok, _, detail = compare(ref, got)
+        ok, cpu_diff, detail = compare(ref, got)
         category = None if ok else NUMERIC
         if ok:
             category, detail = _compile_verdict(counts)
         elif "compiled" in shared:
             same_as_neuron = compare(got, shared["compiled"])[0]
+        if step["category"] == NUMERIC and "compiled" in shared:
+            _within_compile_rounding(ref, got, shared, step)
     except Exception as e:  # noqa: BLE001 - a CPU failure is an answer too
         category, detail = classify(e), first_line(e)
     step["cpu_compiled"] = {"status": "pass" if category is None else "fail", "category": category,
-                            "error": detail or None}
-    if category == step["category"] and (category != NUMERIC or same_as_neuron):
+                            "error": detail or None, "max_abs_diff": cpu_diff}
+    if step["status"] == "fail" and category == step["category"] and (category != NUMERIC or same_as_neuron):
         step["cpu_too"] = True
     result.save()
+
+
+def _within_compile_rounding(ref: np.ndarray, cpu_compiled: np.ndarray, shared: dict, step: dict) -> None:
+    """Pass the neuron compiled step if its output is within the tolerance the CPU compile sets (and its graph is
+    clean: the numbers were the only complaint so far)."""
+    from ..worker import _compile_verdict
+    atol = compiled_tolerance(ref, cpu_compiled)
+    ok, _, _ = compare(ref, shared["compiled"], atol)
+    if not ok or atol == ATOL:
+        return
+    category, detail = _compile_verdict(shared["counts"])
+    step.update(status="pass" if category is None else "fail", category=category, error=detail or None,
+                atol=atol, tolerance_from=f"CPU compiled (Inductor) differs from CPU eager by "
+                                          f"{max_abs_diff(ref, cpu_compiled):.3g}: atol {atol:.3g}")
 
 
 def run(name: str, mode: str, out: str) -> int:
