@@ -164,6 +164,86 @@ def _wan_i2v() -> dict:
         "image_encoder": image_encoder, "image_processor": image_processor}
 
 
+def _wan_like(transformer: Callable, scheduler: Callable | None = None, image_encoder: dict | None = None
+              ) -> Callable[[], dict]:
+    """Wan's components around another transformer (VACE, Animate, SkyReels-V2); image_encoder: CLIP vision sizes."""
+    def build() -> dict:
+        out = _t5(transformer, C.wan_vae, scheduler or _scheduler("FlowMatchEulerDiscreteScheduler", shift=7.0),
+                  umt5=True)()
+        if image_encoder is not None:
+            out["image_encoder"], out["image_processor"] = C.clip_vision(**image_encoder)
+        return out
+    return build
+
+
+def _pil_masks(count: int, size: int) -> Callable:
+    """`count` masks (PIL, mode L): the centre square white, as inputs.py's mask."""
+    def make():
+        from .inputs import _image
+        return [_image("mask", size) for _ in range(count)]
+    return make
+
+
+def _skyreels_scheduler(shift: float) -> Callable:
+    return _scheduler("UniPCMultistepScheduler", flow_shift=shift, use_flow_sigmas=True)
+
+
+def _text_to_video_sd() -> dict:
+    return _sd()() | {"unet": C.unet_3d()}
+
+
+def _image_variation() -> dict:
+    image_encoder, feature_extractor = C.clip_vision(image_size=32, hidden=C.TEXT_DIM, patch_size=4)
+    return {"unet": C.sd_unet(), "vae": C.vae_kl(), "scheduler": C.ddim(), "image_encoder": image_encoder,
+            "feature_extractor": feature_extractor}
+
+
+def _sd_upscale() -> dict:
+    from diffusers import DDIMScheduler, DDPMScheduler
+    return _sd()() | {"unet": C.sd_upscale_unet(), "vae": C.vae_kl(blocks=(4, 8, 8)),  # 4x: three VAE blocks
+                      "low_res_scheduler": DDPMScheduler(), "scheduler": DDIMScheduler(prediction_type="v_prediction"),
+                      "max_noise_level": 350}
+
+
+def _sd_latent_upscale() -> dict:
+    from diffusers import EulerDiscreteScheduler
+    return _sd()() | {"unet": C.sd_latent_upscale_unet(), "scheduler": EulerDiscreteScheduler(prediction_type="sample")}
+
+
+def _i2vgenxl() -> dict:
+    image_encoder, feature_extractor = C.clip_vision(image_size=32, hidden=C.TEXT_DIM, patch_size=4)
+    return _sd()() | {"unet": C.i2vgenxl_unet(), "image_encoder": image_encoder, "feature_extractor": feature_extractor}
+
+
+def _ldm() -> dict:
+    return {"vqvae": C.vq_model(), "unet": C.unet_2d(in_channels=3, sample_size=8), "scheduler": C.ddim()}
+
+
+def _ldm_super_resolution() -> dict:
+    from diffusers import UNet2DModel
+    unet = UNet2DModel(block_out_channels=(8, 16), layers_per_block=1, sample_size=16, in_channels=6, out_channels=3,
+                       norm_num_groups=4, down_block_types=("DownBlock2D", "AttnDownBlock2D"),
+                       up_block_types=("AttnUpBlock2D", "UpBlock2D"))
+    return {"vqvae": C.vq_model(), "unet": unet, "scheduler": C.ddim()}
+
+
+def _tensor(seed: int, *shape: int) -> Callable:
+    """A seeded standard-normal tensor, the same on every call."""
+    def make():
+        import torch
+        return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+    return make
+
+
+def _marigold(in_channels: int, out_channels: int, **config) -> Callable[[], dict]:
+    """Marigold: an SD UNet fine-tuned to predict depth/normals/intrinsics latents from the image's latents."""
+    def build() -> dict:
+        tok = C.clip_tokenizer()
+        return {"unet": C.sd_unet(in_channels=in_channels, out_channels=out_channels), "vae": C.vae_kl(),
+                "scheduler": C.lcm(), "text_encoder": C.clip_text(tok), "tokenizer": tok, **config}
+    return build
+
+
 def _hunyuan_video() -> dict:
     tok, tok2 = C.qwen2_tokenizer(), C.clip_tokenizer()
     return {"transformer": C.hunyuan_video_transformer(), "vae": C.hunyuan_video_vae(),
@@ -322,6 +402,13 @@ RECIPES: dict[str, Recipe] = {
     "StableDiffusionParadigmsPipeline": Recipe(_sd(scheduler=_scheduler("DDPMParallelScheduler"))),
     "StableDiffusionModelEditingPipeline": Recipe(_sd(scheduler=C.euler)),
     "SemanticStableDiffusionPipeline": Recipe(_sd()),
+    "CycleDiffusionPipeline": Recipe(_sd(), {"source_prompt": "a photo of a dog", "strength": 0.8, "eta": 0.1}),
+    "StableDiffusionImageVariationPipeline": Recipe(_image_variation),
+    "StableDiffusionUpscalePipeline": Recipe(_sd_upscale, size=16),  # a 16-pixel image upscaled 4x
+    "StableDiffusionLatentUpscalePipeline": Recipe(_sd_latent_upscale, size=16),
+    # a given depth map (the pipeline's DPT depth estimator is not needed then); latents + depth: 5 channels
+    "StableDiffusionDepth2ImgPipeline": Recipe(_sd(in_channels=5), {"depth_map": _tensor(5, 1, 32, 32),
+                                                                    "strength": 0.8}),
     "StableDiffusionAttendAndExcitePipeline": Recipe(_sd(), {"token_indices": [2], "max_iter_to_alter": 1,
                                                              "attn_res": (8, 8)}),
     # Stable Diffusion XL
@@ -349,6 +436,20 @@ RECIPES: dict[str, Recipe] = {
     "KarrasVePipeline": Recipe(_unconditional("KarrasVeScheduler"), size=16),
     "RePaintPipeline": Recipe(_unconditional("RePaintScheduler"), {"jump_length": 1, "jump_n_sample": 1}),
     "DiTPipeline": Recipe(_dit, {"class_labels": [1]}, size=16),
+    "LDMPipeline": Recipe(_ldm),
+    "LDMSuperResolutionPipeline": Recipe(_ldm_super_resolution),  # the image is cropped to a multiple of 32
+    "DanceDiffusionPipeline": Recipe(lambda: {"unet": C.unet_1d(), "scheduler": _scheduler("IPNDMScheduler")()}),
+    "ConsistencyModelPipeline": Recipe(_unconditional("CMStochasticIterativeScheduler"),
+                                       {"num_inference_steps": None, "timesteps": [22, 0]}, size=16),
+    # Marigold: image in, depth / normals / intrinsic images out (one denoising step, as Marigold's LCM checkpoints)
+    "MarigoldDepthPipeline": Recipe(_marigold(8, 4, prediction_type="depth", scale_invariant=True,
+                                              shift_invariant=True),
+                                    {"num_inference_steps": 1, "processing_resolution": 0}),
+    "MarigoldNormalsPipeline": Recipe(_marigold(8, 4, prediction_type="normals", use_full_z_range=True),
+                                      {"num_inference_steps": 1, "processing_resolution": 0}),
+    "MarigoldIntrinsicsPipeline": Recipe(_marigold(12, 8, prediction_type="intrinsics", target_properties={
+        "target_names": ["albedo", "shading"], "albedo": {"prediction_space": "srgb"},
+        "shading": {"prediction_space": "linear"}}), {"num_inference_steps": 1, "processing_resolution": 0}),
     # Kandinsky 2.2 decoders (conditioned on an image embedding)
     "KandinskyV22Pipeline": Recipe(_kandinsky22(), _KANDINSKY_CALL),
     "KandinskyV22Img2ImgPipeline": Recipe(_kandinsky22(), _KANDINSKY_CALL | {"strength": 0.8}),
@@ -421,6 +522,13 @@ RECIPES: dict[str, Recipe] = {
     "QwenImagePipeline": Recipe(_qwenimage, _QWEN_CALL),
     "QwenImageImg2ImgPipeline": Recipe(_qwenimage, _QWEN_CALL),
     "QwenImageInpaintPipeline": Recipe(_qwenimage, _QWEN_CALL),
+    "QwenImageControlNetPipeline": Recipe(lambda: _qwenimage() | {"controlnet": C.qwenimage_controlnet()},
+                                          _QWEN_CALL | {"controlnet_conditioning_scale": 0.5}),
+    "QwenImageControlNetInpaintPipeline": Recipe(lambda: _qwenimage() | {"controlnet": C.qwenimage_controlnet(4)},
+                                                 _QWEN_CALL | {"controlnet_conditioning_scale": 0.5}),
+    "ZImageControlNetPipeline": Recipe(lambda: _zimage() | {"controlnet": C.zimage_controlnet()}, _ZIMAGE_CALL),
+    "ZImageControlNetInpaintPipeline": Recipe(lambda: _zimage() | {"controlnet": C.zimage_controlnet(33)},
+                                              _ZIMAGE_CALL),
     "ZImagePipeline": Recipe(_zimage, _ZIMAGE_CALL),
     "ZImageImg2ImgPipeline": Recipe(_zimage, _ZIMAGE_CALL | {"strength": 0.8}),
     "ZImageInpaintPipeline": Recipe(_zimage, _ZIMAGE_CALL | {"strength": 0.8}),
@@ -436,6 +544,16 @@ RECIPES: dict[str, Recipe] = {
                                                         {"strength": 0.8, "conditioning_frames": _pil_frames(9, 32)}),
     "AnimateDiffSDXLPipeline": Recipe(_animatediff_sdxl, {"num_frames": 2}),
     "AnimateDiffPAGPipeline": Recipe(_animatediff, {"num_frames": 2}),
+    # PIA: the image's latents and a mask join the noise (9 channels, the motion adapter's conv_in)
+    "PIAPipeline": Recipe(lambda: _animatediff() | {"motion_adapter": C.motion_adapter(conv_in_channels=9)},
+                          {"num_frames": 2}),
+    # ModelScope text-to-video (UNet3D), I2VGen-XL, Text2Video-Zero (Stable Diffusion's UNet, frames by warping)
+    "TextToVideoSDPipeline": Recipe(_text_to_video_sd, {"num_frames": 2}),
+    "VideoToVideoSDPipeline": Recipe(_text_to_video_sd, {"strength": 0.8}),
+    # clip_skip: its default (1) reads CLIPTextModel.text_model, which Transformers 5 removed (fails on CPU)
+    "I2VGenXLPipeline": Recipe(_i2vgenxl, {"num_frames": 2, "clip_skip": None}),
+    "TextToVideoZeroPipeline": Recipe(_sd(), {"video_length": 2, "num_inference_steps": 4, "t0": 1, "t1": 2}),
+    "TextToVideoZeroSDXLPipeline": Recipe(_sdxl(), {"video_length": 2, "num_inference_steps": 4, "t0": 1, "t1": 2}),
     # Stable Cascade: the prior (text to image embeddings) and the decoder (image embeddings to pixels)
     "StableCascadePriorPipeline": Recipe(_cascade_prior, size=128),
     "StableCascadeDecoderPipeline": Recipe(_cascade_decoder, {"image_embeddings": _ones(1, 4, 4, 4)}),
@@ -451,6 +569,23 @@ RECIPES: dict[str, Recipe] = {
     "LTXPipeline": Recipe(_t5(C.ltx_transformer, C.ltx_vae, C.flow_match), _VIDEO),
     "LTXImageToVideoPipeline": Recipe(_t5(C.ltx_transformer, C.ltx_vae, C.flow_match), _VIDEO),
     "WanImageToVideoPipeline": Recipe(_wan_i2v, _VIDEO, size=16),
+    "WanVACEPipeline": Recipe(_wan_like(C.wan_vace_transformer), _VIDEO | {"mask": _pil_masks(9, 16)}, size=16),
+    "WanAnimatePipeline": Recipe(_wan_like(C.wan_animate_transformer, image_encoder={"image_size": 4}),
+                                 {"max_sequence_length": 16, "pose_video": _pil_frames(9, 16),
+                                  "face_video": _pil_frames(9, 16), "segment_frame_length": 77, "mode": "animate",
+                                  "prev_segment_conditioning_frames": 1, "guidance_scale": 1.0}, size=16),
+    "SkyReelsV2Pipeline": Recipe(_wan_like(C.skyreels_v2_transformer, _skyreels_scheduler(8.0)), _VIDEO, size=16),
+    "SkyReelsV2DiffusionForcingPipeline": Recipe(_wan_like(C.skyreels_v2_transformer, _skyreels_scheduler(8.0)),
+                                                 _VIDEO, size=16),
+    "SkyReelsV2DiffusionForcingImageToVideoPipeline": Recipe(
+        _wan_like(lambda: C.skyreels_v2_transformer(image_dim=4), _skyreels_scheduler(5.0)), _VIDEO, size=16),
+    "SkyReelsV2DiffusionForcingVideoToVideoPipeline": Recipe(
+        _wan_like(C.skyreels_v2_transformer, _skyreels_scheduler(5.0)),
+        {"max_sequence_length": 16, "video": _pil_frames(7, 16), "num_frames": 17, "base_num_frames": 5,
+         "overlap_history": 3}, size=16),
+    "SkyReelsV2ImageToVideoPipeline": Recipe(
+        _wan_like(lambda: C.skyreels_v2_transformer(36, image_dim=4), _skyreels_scheduler(5.0),
+                  image_encoder={"image_size": 32}), _VIDEO, size=16),
     "LTXConditionPipeline": Recipe(_t5(C.ltx_transformer, C.ltx_vae, C.flow_match), _VIDEO),
     # no denoiser: the VAE's latents upsampled twice by the upsampler model, decoded
     "LTXLatentUpsamplePipeline": Recipe(lambda: {"vae": C.ltx_vae(), "latent_upsampler": C.ltx_latent_upsampler()},

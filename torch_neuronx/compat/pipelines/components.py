@@ -650,3 +650,109 @@ def hunyuandit_controlnet():
                                        num_attention_heads=3, in_channels=4, cross_attention_dim=TEXT_DIM,
                                        cross_attention_dim_t5=TEXT_DIM, pooled_projection_dim=16, hidden_size=24,
                                        activation_fn="gelu-approximate")
+
+
+def wan_vace_transformer():
+    """Wan VACE: Wan's transformer with control blocks after layers 0 and 2 (96 control channels)."""
+    from diffusers import WanVACETransformer3DModel
+    return WanVACETransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=12, in_channels=16,
+                                     out_channels=16, text_dim=TEXT_DIM, freq_dim=256, ffn_dim=32, num_layers=3,
+                                     cross_attn_norm=True, qk_norm="rms_norm_across_heads", rope_max_seq_len=32,
+                                     vace_layers=[0, 2], vace_in_channels=96)
+
+
+def wan_animate_transformer():
+    from diffusers import WanAnimateTransformer3DModel
+    return WanAnimateTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=12,
+                                        in_channels=36, latent_channels=16, out_channels=16, text_dim=TEXT_DIM,
+                                        freq_dim=256, ffn_dim=32, num_layers=2, cross_attn_norm=True,
+                                        qk_norm="rms_norm_across_heads", image_dim=4, rope_max_seq_len=32,
+                                        motion_encoder_channel_sizes={"4": 16, "8": 16, "16": 16},
+                                        motion_encoder_size=16, motion_style_dim=8, motion_dim=4, motion_encoder_dim=16,
+                                        face_encoder_hidden_dim=16, face_encoder_num_heads=2,
+                                        inject_face_latents_blocks=2)
+
+
+def skyreels_v2_transformer(in_channels: int = 16, **extra):
+    from diffusers import SkyReelsV2Transformer3DModel
+    return SkyReelsV2Transformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=12,
+                                        in_channels=in_channels, out_channels=16, text_dim=TEXT_DIM, freq_dim=256,
+                                        ffn_dim=32, num_layers=2, cross_attn_norm=True,
+                                        qk_norm="rms_norm_across_heads", rope_max_seq_len=32, **extra)
+
+
+def qwenimage_controlnet(extra_condition_channels: int = 0):
+    """A QwenImage ControlNet sized as qwenimage_transformer (inpainting: the mask, one more latent channel, is 4
+    more once packed in 2x2 patches)."""
+    from diffusers import QwenImageControlNetModel
+    return QwenImageControlNetModel(patch_size=2, in_channels=16, out_channels=4, num_layers=2, attention_head_dim=16,
+                                    num_attention_heads=3, joint_attention_dim=16, axes_dims_rope=(8, 4, 4),
+                                    extra_condition_channels=extra_condition_channels)
+
+
+def zimage_controlnet(control_in_dim: int = 16):
+    """A Z-Image ControlNet sized as zimage_transformer (the pipeline shares the transformer's embedders with it);
+    control_in_dim 33 is the inpainting kind: control latents, the mask and the masked image's latents."""
+    from diffusers import ZImageControlNetModel
+    return ZImageControlNetModel(control_layers_places=[0], control_refiner_layers_places=[0],
+                                 control_in_dim=control_in_dim, all_patch_size=(2,), all_f_patch_size=(1,), dim=32,
+                                 n_refiner_layers=1, n_heads=2, n_kv_heads=2, norm_eps=1e-5, qk_norm=True)
+
+
+def unet_3d(**extra):
+    """ModelScope text-to-video's UNet3DConditionModel, sized as sd_unet."""
+    from diffusers import UNet3DConditionModel
+    return UNet3DConditionModel(block_out_channels=(8, 16), layers_per_block=1, sample_size=16, in_channels=4,
+                                out_channels=4, down_block_types=("CrossAttnDownBlock3D", "DownBlock3D"),
+                                up_block_types=("UpBlock3D", "CrossAttnUpBlock3D"), cross_attention_dim=TEXT_DIM,
+                                attention_head_dim=4, norm_num_groups=4, **extra)
+
+
+def i2vgenxl_unet():
+    from diffusers import I2VGenXLUNet
+    return I2VGenXLUNet(block_out_channels=(8, 16), layers_per_block=1, sample_size=16, in_channels=4, out_channels=4,
+                        down_block_types=("CrossAttnDownBlock3D", "DownBlock3D"),
+                        up_block_types=("UpBlock3D", "CrossAttnUpBlock3D"), cross_attention_dim=TEXT_DIM,
+                        attention_head_dim=4, num_attention_heads=None, norm_num_groups=4)
+
+
+def vq_model(latent_channels: int = 3, blocks=(32, 64)):
+    """A VQModel (latent diffusion's autoencoder); the latent is 2**(len(blocks)-1) times smaller."""
+    from diffusers import VQModel
+    return VQModel(block_out_channels=list(blocks), in_channels=3, out_channels=3,
+                   down_block_types=["DownEncoderBlock2D"] * len(blocks), up_block_types=["UpDecoderBlock2D"] * len(blocks),
+                   latent_channels=latent_channels)
+
+
+def unet_1d():
+    """Dance Diffusion's UNet1DModel over stereo audio."""
+    from diffusers import UNet1DModel
+    return UNet1DModel(block_out_channels=(32, 32, 64), extra_in_channels=16, time_embedding_dim=16,  # 16 extra: time
+                       sample_size=512, sample_rate=16000,
+                       in_channels=2, out_channels=2, flip_sin_to_cos=True, use_timestep_embedding=False,
+                       time_embedding_type="fourier", mid_block_type="UNetMidBlock1D",
+                       down_block_types=("DownBlock1DNoSkip", "DownBlock1D", "AttnDownBlock1D"),
+                       up_block_types=("AttnUpBlock1D", "UpBlock1D", "UpBlock1DNoSkip"))
+
+
+def sd_upscale_unet():
+    """The x4 upscaler's UNet: latents plus the low-resolution image (7 channels), the noise level as a class."""
+    from diffusers import UNet2DConditionModel
+    return UNet2DConditionModel(block_out_channels=(8, 16), layers_per_block=1, sample_size=16, in_channels=7,
+                                out_channels=4, down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+                                up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=TEXT_DIM,
+                                attention_head_dim=4, norm_num_groups=4, use_linear_projection=True,
+                                num_class_embeds=100)
+
+
+def sd_latent_upscale_unet():
+    """The x2 latent upscaler's K-diffusion UNet (Fourier time embedding, K blocks, no mid block), as Diffusers'
+    tests size it (its norms take groups of 32 channels, its time embedding is sized from 4 levels)."""
+    from diffusers import UNet2DConditionModel
+    return UNet2DConditionModel(act_fn="gelu", attention_head_dim=8, norm_num_groups=None,
+                                block_out_channels=[32, 32, 64, 64], time_cond_proj_dim=160, conv_in_kernel=1,
+                                conv_out_kernel=1, cross_attention_dim=TEXT_DIM,
+                                down_block_types=("KDownBlock2D",) + ("KCrossAttnDownBlock2D",) * 3, in_channels=8,
+                                mid_block_type=None, only_cross_attention=False, out_channels=5,
+                                resnet_time_scale_shift="scale_shift", time_embedding_type="fourier",
+                                timestep_post_act="gelu", up_block_types=("KCrossAttnUpBlock2D",) * 3 + ("KUpBlock2D",))
