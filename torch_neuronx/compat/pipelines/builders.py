@@ -235,6 +235,106 @@ def _tensor(seed: int, *shape: int) -> Callable:
     return make
 
 
+def _audioldm() -> dict:
+    tok = C.roberta_tokenizer()
+    return {"unet": C.audioldm_unet(), "vae": C.vae_audio(), "scheduler": C.ddim(), "text_encoder": C.clap_text(tok),
+            "tokenizer": tok, "vocoder": C.hifigan()}
+
+
+def _musicldm() -> dict:
+    tok = C.roberta_tokenizer()
+    return {"unet": C.audioldm_unet(16), "vae": C.vae_audio(), "scheduler": C.ddim(), "text_encoder": C.clap(tok),
+            "tokenizer": tok, "feature_extractor": C.clap_feature_extractor(), "vocoder": C.hifigan()}
+
+
+def _audioldm2() -> dict:
+    from diffusers import AudioLDM2ProjectionModel
+    tok, tok2 = C.roberta_tokenizer(), C.t5_tokenizer()
+    return {"unet": C.audioldm2_unet(), "vae": C.vae_audio(), "scheduler": C.ddim(), "text_encoder": C.clap(tok),
+            "tokenizer": tok, "feature_extractor": C.clap_feature_extractor(), "text_encoder_2": C.t5_encoder(tok2),
+            "tokenizer_2": tok2, "language_model": C.gpt2_lm(),
+            "projection_model": AudioLDM2ProjectionModel(text_encoder_dim=16, text_encoder_1_dim=C.TEXT_DIM,
+                                                         langauge_model_dim=16),
+            "vocoder": C.hifigan()}
+
+
+def _svd() -> dict:
+    from diffusers import AutoencoderKLTemporalDecoder, EulerDiscreteScheduler
+    # the pipeline resizes the image to 224 pixels itself before the encoder
+    image_encoder, feature_extractor = C.clip_vision(image_size=224, hidden=32, patch_size=14)
+    return {"unet": C.svd_unet(), "image_encoder": image_encoder, "feature_extractor": feature_extractor,
+            "vae": AutoencoderKLTemporalDecoder(block_out_channels=[32, 64], in_channels=3, out_channels=3,
+                                                down_block_types=["DownEncoderBlock2D"] * 2, latent_channels=4),
+            "scheduler": EulerDiscreteScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
+                                                interpolation_type="linear", prediction_type="v_prediction",
+                                                sigma_max=700.0, sigma_min=0.002, steps_offset=1,
+                                                timestep_spacing="leading", timestep_type="continuous",
+                                                use_karras_sigmas=True)}
+
+
+def _deepfloyd_if(super_resolution: bool = False) -> Callable[[], dict]:
+    def build() -> dict:
+        from diffusers import DDPMScheduler
+        from diffusers.pipelines.deepfloyd_if.watermark import IFWatermarker
+        tok = C.t5_tokenizer()
+        out = {"unet": C.if_unet(super_resolution), "text_encoder": C.t5_encoder(tok), "tokenizer": tok,
+               "watermarker": IFWatermarker(),
+               "scheduler": DDPMScheduler(num_train_timesteps=1000, beta_schedule="squaredcos_cap_v2", beta_start=0.0001,
+                                          beta_end=0.02, thresholding=True, dynamic_thresholding_ratio=0.95,
+                                          sample_max_value=1.0, prediction_type="epsilon",
+                                          variance_type="learned_range")}
+        if super_resolution:
+            out["image_noising_scheduler"] = DDPMScheduler(num_train_timesteps=1000, beta_schedule="squaredcos_cap_v2",
+                                                           beta_start=0.0001, beta_end=0.02)
+        return out
+    return build
+
+
+def _stable_unclip_denoiser() -> dict:
+    from diffusers import DDIMScheduler, DDPMScheduler
+    from diffusers.pipelines.stable_diffusion.stable_unclip_image_normalizer import StableUnCLIPImageNormalizer
+    tok = C.clip_tokenizer()
+    return {"image_normalizer": StableUnCLIPImageNormalizer(embedding_dim=C.TEXT_DIM),
+            "image_noising_scheduler": DDPMScheduler(beta_schedule="squaredcos_cap_v2"), "tokenizer": tok,
+            "text_encoder": C.clip_text(tok), "unet": C.unclip_unet(), "vae": C.vae_kl(),
+            "scheduler": DDIMScheduler(beta_schedule="scaled_linear", beta_start=0.00085, beta_end=0.012,
+                                       prediction_type="v_prediction", set_alpha_to_one=False, steps_offset=1)}
+
+
+def _stable_unclip() -> dict:
+    from diffusers import DDPMScheduler
+    tok = C.clip_tokenizer()
+    return _stable_unclip_denoiser() | {
+        "prior_tokenizer": tok, "prior_text_encoder": C.clip_text(tok, with_projection=True),
+        "prior": C.prior_transformer(),
+        "prior_scheduler": DDPMScheduler(variance_type="fixed_small_log", prediction_type="sample",
+                                         num_train_timesteps=1000, clip_sample=True, clip_sample_range=5.0,
+                                         beta_schedule="squaredcos_cap_v2")}
+
+
+def _stable_unclip_img2img() -> dict:
+    image_encoder, feature_extractor = C.clip_vision(image_size=32, hidden=C.TEXT_DIM, patch_size=4)
+    return _stable_unclip_denoiser() | {"image_encoder": image_encoder, "feature_extractor": feature_extractor}
+
+
+def _wuerstchen_prior() -> dict:
+    from diffusers import DDPMWuerstchenScheduler
+    tok = C.clip_tokenizer()
+    return {"prior": C.wuerstchen_prior(), "text_encoder": C.clip_text(tok), "tokenizer": tok,
+            "scheduler": DDPMWuerstchenScheduler()}
+
+
+def _wuerstchen_decoder() -> dict:
+    from diffusers import DDPMWuerstchenScheduler
+    tok = C.clip_tokenizer()
+    return {"decoder": C.wuerstchen_decoder(), "vqgan": C.paella_vq(), "text_encoder": C.clip_text(tok),
+            "tokenizer": tok, "scheduler": DDPMWuerstchenScheduler()}
+
+
+def _wuerstchen_combined() -> dict:
+    return _wuerstchen_decoder() | {f"prior_{k}": v for k, v in _wuerstchen_prior().items()}
+
+
 def _marigold(in_channels: int, out_channels: int, **config) -> Callable[[], dict]:
     """Marigold: an SD UNet fine-tuned to predict depth/normals/intrinsics latents from the image's latents."""
     def build() -> dict:
@@ -464,6 +564,20 @@ RECIPES: dict[str, Recipe] = {
     "KandinskyV22Img2ImgCombinedPipeline": Recipe(_kandinsky22_combined(), {"prior_num_inference_steps": 2,
                                                                             "strength": 0.8}),
     "KandinskyV22InpaintCombinedPipeline": Recipe(_kandinsky22_combined(9), {"prior_num_inference_steps": 2}),
+    # DeepFloyd IF: pixel-space cascade (a 3-channel base stage, a super-resolution stage)
+    "IFPipeline": Recipe(_deepfloyd_if(), {"clean_caption": False}),
+    "IFImg2ImgPipeline": Recipe(_deepfloyd_if(), {"clean_caption": False, "strength": 0.8}),
+    "IFInpaintingPipeline": Recipe(_deepfloyd_if(), {"clean_caption": False, "strength": 0.8}),
+    "IFSuperResolutionPipeline": Recipe(_deepfloyd_if(True), {"clean_caption": False}),
+    "IFImg2ImgSuperResolutionPipeline": Recipe(_deepfloyd_if(True), {"clean_caption": False, "strength": 0.8}),
+    "IFInpaintingSuperResolutionPipeline": Recipe(_deepfloyd_if(True), {"clean_caption": False, "strength": 0.8}),
+    # Stable unCLIP: a UNet conditioned on a (noised) CLIP image embedding, from a prior or from an image
+    "StableUnCLIPPipeline": Recipe(_stable_unclip, {"prior_num_inference_steps": 2}),
+    "StableUnCLIPImg2ImgPipeline": Recipe(_stable_unclip_img2img),
+    # Wuerstchen (Stable Cascade's predecessor): prior, decoder, both
+    "WuerstchenPriorPipeline": Recipe(_wuerstchen_prior, size=128),
+    "WuerstchenDecoderPipeline": Recipe(_wuerstchen_decoder, {"image_embeddings": _ones(1, 2, 4, 4)}),
+    "WuerstchenCombinedPipeline": Recipe(_wuerstchen_combined, {"prior_num_inference_steps": 2}, size=128),
     # Kandinsky 3 (T5-conditioned UNet, MoVQ decoder)
     "Kandinsky3Pipeline": Recipe(_kandinsky3, size=16),
     "Kandinsky3Img2ImgPipeline": Recipe(_kandinsky3, {"strength": 0.8}, size=16),
@@ -561,6 +675,12 @@ RECIPES: dict[str, Recipe] = {
     # HunyuanVideo (Llama + CLIP text encoders); the prompt template of the real model needs its tokenizer
     "HunyuanVideoPipeline": Recipe(_hunyuan_video, {"prompt_template": {"template": "{}", "crop_start": 0},
                                                     "max_sequence_length": 16, "num_frames": 9}, size=16),
+    "StableVideoDiffusionPipeline": Recipe(_svd, {"num_frames": 2, "min_guidance_scale": 1.0,
+                                                  "max_guidance_scale": 2.5}),
+    # audio: CLAP-conditioned latent diffusion over mel spectrograms, a HiFi-GAN vocoder
+    "AudioLDMPipeline": Recipe(_audioldm),
+    "MusicLDMPipeline": Recipe(_musicldm),
+    "AudioLDM2Pipeline": Recipe(_audioldm2),
     # T5-conditioned video transformers
     "LattePipeline": Recipe(_t5(C.latte_transformer, lambda: C.vae_kl(blocks=(4,)), C.ddim),
                             {"video_length": 1, "clean_caption": False}, size=8),

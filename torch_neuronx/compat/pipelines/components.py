@@ -756,3 +756,132 @@ def sd_latent_upscale_unet():
                                 mid_block_type=None, only_cross_attention=False, out_channels=5,
                                 resnet_time_scale_shift="scale_shift", time_embedding_type="fourier",
                                 timestep_post_act="gelu", up_block_types=("KCrossAttnUpBlock2D",) * 3 + ("KUpBlock2D",))
+
+
+_ROBERTA_SPECIAL = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+
+
+def roberta_tokenizer():
+    """RoBERTa's byte-level BPE over the 256 byte symbols (no merges), its special tokens first (CLAP's tokenizer)."""
+    from tokenizers.pre_tokenizers import ByteLevel
+    from transformers import RobertaTokenizer
+    vocab = {t: i for i, t in enumerate(_ROBERTA_SPECIAL)}
+    for ch in sorted(ByteLevel.alphabet()):  # sorted: alphabet() is a set
+        vocab.setdefault(ch, len(vocab))
+    return RobertaTokenizer(vocab=vocab, merges=[], model_max_length=MAX_TOKENS)
+
+
+_CLAP_TEXT = {"bos_token_id": 0, "eos_token_id": 2, "hidden_size": 8, "intermediate_size": 37, "num_attention_heads": 1,
+              "num_hidden_layers": 1, "pad_token_id": 1, "projection_dim": 8}
+_CLAP_AUDIO = {"spec_size": 8, "window_size": 4, "num_mel_bins": 8, "intermediate_size": 37, "depths": [1, 1],
+               "num_attention_heads": [1, 1], "num_hidden_layers": 1, "hidden_size": 192, "projection_dim": 8,
+               "patch_size": 2, "patch_stride": 2, "patch_embed_input_channels": 4}
+
+
+def clap_text(tokenizer):
+    """CLAP's text tower with its projection (AudioLDM's text encoder): 8-wide text embeddings."""
+    from transformers import ClapTextConfig, ClapTextModelWithProjection
+    return ClapTextModelWithProjection(ClapTextConfig(vocab_size=vocab_size(tokenizer), **_CLAP_TEXT))
+
+
+def clap(tokenizer, projection_dim: int = 16):
+    """The whole CLAP model, text and audio towers (MusicLDM's and AudioLDM 2's text encoder)."""
+    from transformers import ClapConfig, ClapModel
+    return ClapModel(ClapConfig(text_config={"vocab_size": vocab_size(tokenizer), **_CLAP_TEXT},
+                                audio_config=_CLAP_AUDIO, projection_dim=projection_dim))
+
+
+def clap_feature_extractor():
+    from transformers import ClapFeatureExtractor
+    return ClapFeatureExtractor(hop_length=7900)
+
+
+def vae_audio():
+    """A mel-spectrogram VAE (one channel)."""
+    from diffusers import AutoencoderKL
+    return AutoencoderKL(block_out_channels=[8, 16], in_channels=1, out_channels=1, norm_num_groups=8,
+                         down_block_types=["DownEncoderBlock2D"] * 2, up_block_types=["UpDecoderBlock2D"] * 2,
+                         latent_channels=4)
+
+
+def hifigan():
+    """SpeechT5's HiFi-GAN vocoder: 8 mel bins to a waveform."""
+    from transformers import SpeechT5HifiGan, SpeechT5HifiGanConfig
+    return SpeechT5HifiGan(SpeechT5HifiGanConfig(model_in_dim=8, sampling_rate=16000, upsample_initial_channel=16,
+                                                 upsample_rates=[2, 2], upsample_kernel_sizes=[4, 4],
+                                                 resblock_kernel_sizes=[3, 7],
+                                                 resblock_dilation_sizes=[[1, 3, 5], [1, 3, 5]],
+                                                 normalize_before=False))
+
+
+def audioldm_unet(class_dim: int = 8):
+    """AudioLDM's UNet: the text embedding enters as a class embedding (concatenated to the time embedding)."""
+    from diffusers import UNet2DConditionModel
+    return UNet2DConditionModel(block_out_channels=(8, 16), layers_per_block=1, norm_num_groups=8, sample_size=32,
+                                in_channels=4, out_channels=4, down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+                                up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=(8, 16),
+                                class_embed_type="simple_projection", projection_class_embeddings_input_dim=class_dim,
+                                class_embeddings_concat=True)
+
+
+def audioldm2_unet():
+    from diffusers import AudioLDM2UNet2DConditionModel
+    return AudioLDM2UNet2DConditionModel(block_out_channels=(8, 16), layers_per_block=1, norm_num_groups=8,
+                                         sample_size=32, in_channels=4, out_channels=4,
+                                         down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+                                         up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=(8, 16))
+
+
+def gpt2_lm():
+    from transformers import GPT2Config, GPT2LMHeadModel
+    model = GPT2LMHeadModel(GPT2Config(n_embd=16, n_head=1, n_layer=1, vocab_size=1000, n_ctx=99, n_positions=99))
+    model.config.max_new_tokens = 8  # AudioLDM 2 generates this many embeddings
+    return model
+
+
+def svd_unet():
+    from diffusers import UNetSpatioTemporalConditionModel
+    return UNetSpatioTemporalConditionModel(block_out_channels=(32, 64), layers_per_block=1, sample_size=32,
+                                            in_channels=8, out_channels=4,
+                                            down_block_types=("CrossAttnDownBlockSpatioTemporal", "DownBlockSpatioTemporal"),
+                                            up_block_types=("UpBlockSpatioTemporal", "CrossAttnUpBlockSpatioTemporal"),
+                                            cross_attention_dim=32, num_attention_heads=8,
+                                            projection_class_embeddings_input_dim=96, addition_time_embed_dim=32)
+
+
+def if_unet(super_resolution: bool = False):
+    """DeepFloyd IF's pixel-space UNet (T5-conditioned); the super-resolution stage also takes the low-resolution
+    image (6 channels) and its noise level as a class."""
+    from diffusers import UNet2DConditionModel
+    extra = dict(class_embed_type="timestep", mid_block_scale_factor=1.414, time_embedding_act_fn="gelu",
+                 time_embedding_dim=32) if super_resolution else {}
+    return UNet2DConditionModel(sample_size=32, layers_per_block=1, block_out_channels=[32, 64],
+                                down_block_types=["ResnetDownsampleBlock2D", "SimpleCrossAttnDownBlock2D"],
+                                mid_block_type="UNetMidBlock2DSimpleCrossAttn",
+                                up_block_types=["SimpleCrossAttnUpBlock2D", "ResnetUpsampleBlock2D"],
+                                in_channels=6 if super_resolution else 3, out_channels=6, cross_attention_dim=32,
+                                encoder_hid_dim=TEXT_DIM, attention_head_dim=8, addition_embed_type="text",
+                                addition_embed_type_num_heads=2, cross_attention_norm="group_norm",
+                                resnet_time_scale_shift="scale_shift", act_fn="gelu", **extra)
+
+
+def unclip_unet():
+    """Stable unCLIP's UNet: the noised CLIP image embedding (and its noise level embedding) enters as a class."""
+    from diffusers import UNet2DConditionModel
+    return UNet2DConditionModel(sample_size=32, in_channels=4, out_channels=4,
+                                down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+                                up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"), block_out_channels=(8, 16),
+                                norm_num_groups=4, attention_head_dim=(2, 4), class_embed_type="projection",
+                                projection_class_embeddings_input_dim=2 * TEXT_DIM, cross_attention_dim=TEXT_DIM,
+                                layers_per_block=1, upcast_attention=True, use_linear_projection=True)
+
+
+def wuerstchen_prior():
+    from diffusers.pipelines.deprecated.wuerstchen import WuerstchenPrior
+    return WuerstchenPrior(c_in=2, c=8, depth=2, c_cond=TEXT_DIM, c_r=8, nhead=2)
+
+
+def wuerstchen_decoder():
+    from diffusers.pipelines.deprecated.wuerstchen import WuerstchenDiffNeXt
+    return WuerstchenDiffNeXt(c_in=4, c_cond=TEXT_DIM, c_hidden=[32], nhead=[-1], blocks=[2], level_config=["CT"],
+                              clip_embd=TEXT_DIM, inject_effnet=[False], effnet_embd=2)
