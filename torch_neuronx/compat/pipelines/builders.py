@@ -335,6 +335,39 @@ def _wuerstchen_combined() -> dict:
     return _wuerstchen_decoder() | {f"prior_{k}": v for k, v in _wuerstchen_prior().items()}
 
 
+def _controlnet_xs(sdxl: bool = False) -> Callable[[], dict]:
+    def build() -> dict:
+        from diffusers import ControlNetXSAdapter
+        out = _sdxl()() if sdxl else _sd()()
+        # ControlNet-XS pairs each UNet resnet with its own: it is written for two per block (three going up)
+        out["unet"] = C.sdxl_unet(layers_per_block=2) if sdxl else C.sd_unet(layers_per_block=2)
+        out["controlnet"] = ControlNetXSAdapter.from_unet(out["unet"], size_ratio=1, learn_time_embedding=True,
+                                                          conditioning_embedding_out_channels=(4, 8))
+        return out
+    return build
+
+
+def _gligen_text_image() -> dict:
+    from transformers import CLIPProcessor
+    from diffusers.pipelines.stable_diffusion import CLIPImageProjection
+    image_encoder, image_processor = C.clip_vision(image_size=32, hidden=C.TEXT_DIM, patch_size=4)
+    out = _sd(attention_type="gated-text-image")()
+    return out | {"image_encoder": image_encoder, "image_project": CLIPImageProjection(hidden_size=C.TEXT_DIM),
+                  "processor": CLIPProcessor(image_processor=image_processor, tokenizer=out["tokenizer"])}
+
+
+def _paint_by_example() -> dict:
+    image_encoder, feature_extractor = C.paint_by_example_encoder()
+    out = _sd(in_channels=9)()
+    del out["text_encoder"], out["tokenizer"]
+    return out | {"image_encoder": image_encoder, "feature_extractor": feature_extractor}
+
+
+def _ldm_text_to_image() -> dict:
+    tok = C.bert_tokenizer()
+    return {"vqvae": C.vae_kl(), "bert": C.ldm_bert(tok), "tokenizer": tok, "unet": C.sd_unet(), "scheduler": C.ddim()}
+
+
 def _marigold(in_channels: int, out_channels: int, **config) -> Callable[[], dict]:
     """Marigold: an SD UNet fine-tuned to predict depth/normals/intrinsics latents from the image's latents."""
     def build() -> dict:
@@ -502,6 +535,17 @@ RECIPES: dict[str, Recipe] = {
     "StableDiffusionParadigmsPipeline": Recipe(_sd(scheduler=_scheduler("DDPMParallelScheduler"))),
     "StableDiffusionModelEditingPipeline": Recipe(_sd(scheduler=C.euler)),
     "SemanticStableDiffusionPipeline": Recipe(_sd()),
+    "StableDiffusionControlNetXSPipeline": Recipe(_controlnet_xs()),
+    "StableDiffusionXLControlNetXSPipeline": Recipe(_controlnet_xs(sdxl=True)),
+    "StableDiffusionGLIGENPipeline": Recipe(_sd(attention_type="gated"), {
+        "gligen_phrases": ["a cat"], "gligen_boxes": [[0.1, 0.1, 0.6, 0.6]], "gligen_scheduled_sampling_beta": 1.0}),
+    "StableDiffusionGLIGENTextImagePipeline": Recipe(_gligen_text_image, {
+        "gligen_phrases": ["a cat"], "gligen_boxes": [[0.1, 0.1, 0.6, 0.6]], "gligen_scheduled_sampling_beta": 1.0,
+        "gligen_images": [None]}),
+    # RGB and depth: a VAE of 6 channels (RGB + depth as 3)
+    "StableDiffusionLDM3DPipeline": Recipe(lambda: _sd()() | {"vae": C.vae_kl_rgbd()}),
+    "PaintByExamplePipeline": Recipe(_paint_by_example),
+    "LDMTextToImagePipeline": Recipe(_ldm_text_to_image),
     "CycleDiffusionPipeline": Recipe(_sd(), {"source_prompt": "a photo of a dog", "strength": 0.8, "eta": 0.1}),
     "StableDiffusionImageVariationPipeline": Recipe(_image_variation),
     "StableDiffusionUpscalePipeline": Recipe(_sd_upscale, size=16),  # a 16-pixel image upscaled 4x

@@ -73,6 +73,14 @@ def vae_kl(latent_channels: int = 4, blocks: tuple[int, ...] = (4, 8), **extra):
                          else 1, sample_size=32, layers_per_block=1, **extra)
 
 
+def vae_kl_rgbd():
+    """LDM3D's AutoencoderKL: RGB and a depth map (6 channels in and out)."""
+    from diffusers import AutoencoderKL
+    return AutoencoderKL(block_out_channels=(4, 8), in_channels=6, out_channels=6, latent_channels=4,
+                         down_block_types=("DownEncoderBlock2D",) * 2, up_block_types=("UpDecoderBlock2D",) * 2,
+                         norm_num_groups=2, sample_size=32, layers_per_block=1)
+
+
 def vae_flux(latent_channels: int = 1):
     """Flux/SD3-style VAE of the Flux tests: one block (no downsampling), one latent channel by default."""
     from diffusers import AutoencoderKL
@@ -85,20 +93,20 @@ def vae_flux(latent_channels: int = 1):
 
 def sd_unet(in_channels: int = 4, out_channels: int = 4, cross_attention_dim: int = TEXT_DIM,
             down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"), up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-            **extra):
+            layers_per_block: int = 1, **extra):
     """Stable Diffusion 1.x-style UNet2DConditionModel."""
     from diffusers import UNet2DConditionModel
-    return UNet2DConditionModel(block_out_channels=(8, 16), layers_per_block=1, sample_size=16,
+    return UNet2DConditionModel(block_out_channels=(8, 16), layers_per_block=layers_per_block, sample_size=16,
                                 in_channels=in_channels, out_channels=out_channels,
                                 down_block_types=down_block_types, up_block_types=up_block_types,
                                 cross_attention_dim=cross_attention_dim, norm_num_groups=4, attention_head_dim=4,
                                 **extra)
 
 
-def sdxl_unet(in_channels: int = 4, **extra):
+def sdxl_unet(in_channels: int = 4, layers_per_block: int = 1, **extra):
     """SDXL-style UNet: text_time conditioning on the pooled text (TEXT_DIM) and 6 time ids of width 8."""
     from diffusers import UNet2DConditionModel
-    return UNet2DConditionModel(block_out_channels=(8, 16), layers_per_block=1, sample_size=16,
+    return UNet2DConditionModel(block_out_channels=(8, 16), layers_per_block=layers_per_block, sample_size=16,
                                 in_channels=in_channels, out_channels=4,
                                 down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
                                 up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), attention_head_dim=(2, 4),
@@ -885,3 +893,19 @@ def wuerstchen_decoder():
     from diffusers.pipelines.deprecated.wuerstchen import WuerstchenDiffNeXt
     return WuerstchenDiffNeXt(c_in=4, c_cond=TEXT_DIM, c_hidden=[32], nhead=[-1], blocks=[2], level_config=["CT"],
                               clip_embd=TEXT_DIM, inject_effnet=[False], effnet_embd=2)
+
+
+def paint_by_example_encoder():
+    """Paint-by-Example's image encoder (CLIP vision + a mapper) and its image processor."""
+    from transformers import CLIPImageProcessor, CLIPVisionConfig
+    from diffusers.pipelines.deprecated.paint_by_example import PaintByExampleImageEncoder
+    config = CLIPVisionConfig(hidden_size=TEXT_DIM, projection_dim=TEXT_DIM, intermediate_size=37, num_attention_heads=4,
+                              num_hidden_layers=2, image_size=32, patch_size=4)
+    return PaintByExampleImageEncoder(config, proj_size=TEXT_DIM), CLIPImageProcessor(crop_size=32, size=32)
+
+
+def ldm_bert(tokenizer):
+    """LDM's BERT text encoder (latent diffusion text-to-image)."""
+    from diffusers.pipelines.latent_diffusion.pipeline_latent_diffusion import LDMBertConfig, LDMBertModel
+    return LDMBertModel(LDMBertConfig(d_model=TEXT_DIM, encoder_attention_heads=4, head_dim=8, encoder_ffn_dim=37,
+                                      encoder_layers=2, vocab_size=vocab_size(tokenizer), max_position_embeddings=77))

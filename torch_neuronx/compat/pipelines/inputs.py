@@ -19,7 +19,8 @@ SEED = 0
 VIDEO_FRAMES = 9
 _IMAGE_PARAMS = {"image": "rgb", "video": "frames", "control_image": "rgb", "mask_image": "mask", "init_image": "rgb",
                  "depth_map": "mask", "reference_image": "rgb",
-                 "control_mask": "mask", "original_image": "rgb"}
+                 "control_mask": "mask", "original_image": "rgb",
+                 "example_image": "rgb"}
 
 
 def _image(kind: str, size: int):
