@@ -113,3 +113,19 @@ def test_compiled_tolerance_is_the_cpu_compiles_own_rounding():
     assert not worker.compare(ref, ref + 2e-3, atol)[0]  # farther than the CPU compile's rounding: a real mismatch
     assert worker.compiled_tolerance(ref, ref + 1e-6) == worker.ATOL  # a clean CPU compile widens nothing
     assert worker.compiled_tolerance(ref, ref + 0.2) == worker.COMPILE_ROUNDING_CAP  # a compile that changes the picture
+
+
+def test_a_second_denoiser_of_the_same_class_is_an_expected_recompile():
+    """Stable Cascade's prior and decoder are both StableCascadeUNet (of other sizes): compiling both recompiles the
+    class's forward once, by construction; a recompile beyond that still fails the step."""
+    import torch
+    from torch_neuronx.compat.compile_counters import CompileCounts
+    from torch_neuronx.compat.pipelines import worker
+    from torch_neuronx.compat.worker import _compile_verdict
+    modules = {"prior_prior": torch.nn.Linear(4, 4), "decoder": torch.nn.Linear(2, 2), "vae": torch.nn.Conv2d(1, 1, 1)}
+    expected = worker.same_class_instances(modules)
+    assert expected == 1
+    once = CompileCounts(graphs=2, recompiles=1, recompile_reasons=["input L['sample'] changed shape"])
+    assert _compile_verdict(once, expected) == (None, "") and _compile_verdict(once)[0] == "recompile"
+    twice = CompileCounts(graphs=3, recompiles=2, recompile_reasons=["a", "b"])
+    assert _compile_verdict(twice, expected)[0] == "recompile"

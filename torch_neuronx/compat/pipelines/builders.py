@@ -121,6 +121,24 @@ def _kandinsky22(in_channels: int = 4, hint: bool = False) -> Callable[[], dict]
     return build
 
 
+def _kandinsky21(in_channels: int = 4) -> Callable[[], dict]:
+    def build() -> dict:
+        from diffusers import DDIMScheduler
+        tok = C.xlm_roberta_tokenizer()
+        return {"unet": C.kandinsky21_unet(in_channels), "movq": C.movq(), "text_encoder": C.multilingual_clip(tok),
+                "tokenizer": tok,
+                "scheduler": DDIMScheduler(num_train_timesteps=1000, beta_schedule="linear", beta_start=0.00085,
+                                           beta_end=0.012, clip_sample=False, set_alpha_to_one=False, steps_offset=1,
+                                           prediction_type="epsilon", thresholding=False)}
+    return build
+
+
+def _kandinsky21_combined(in_channels: int = 4) -> Callable[[], dict]:
+    def build() -> dict:
+        return _kandinsky21(in_channels)() | {f"prior_{k}": v for k, v in _kandinsky22_prior().items()}
+    return build
+
+
 def _kandinsky3() -> dict:
     from diffusers import DDPMScheduler
     tok = C.t5_tokenizer()
@@ -601,6 +619,15 @@ RECIPES: dict[str, Recipe] = {
     "KandinskyV22ControlnetPipeline": Recipe(_kandinsky22(in_channels=8, hint=True), _KANDINSKY_CALL | _HINT, size=64),
     "KandinskyV22ControlnetImg2ImgPipeline": Recipe(_kandinsky22(in_channels=8, hint=True),
                                                     _KANDINSKY_CALL | _HINT | {"strength": 0.8}, size=64),
+    # Kandinsky 2.1: decoders conditioned on text (multilingual CLIP) and an image embedding; its prior; both
+    "KandinskyPipeline": Recipe(_kandinsky21(), _KANDINSKY_CALL),
+    "KandinskyImg2ImgPipeline": Recipe(_kandinsky21(), _KANDINSKY_CALL | {"strength": 0.8}),
+    "KandinskyInpaintPipeline": Recipe(_kandinsky21(9), _KANDINSKY_CALL),
+    "KandinskyPriorPipeline": Recipe(_kandinsky22_prior),
+    "KandinskyCombinedPipeline": Recipe(_kandinsky21_combined(), {"prior_num_inference_steps": 2}),
+    "KandinskyImg2ImgCombinedPipeline": Recipe(_kandinsky21_combined(), {"prior_num_inference_steps": 2,
+                                                                         "strength": 0.8}),
+    "KandinskyInpaintCombinedPipeline": Recipe(_kandinsky21_combined(9), {"prior_num_inference_steps": 2}),
     # Kandinsky 2.2's prior (text to CLIP image embedding), and prior + decoder in one call
     "KandinskyV22PriorPipeline": Recipe(_kandinsky22_prior),
     "KandinskyV22PriorEmb2EmbPipeline": Recipe(_kandinsky22_prior, {"strength": 0.5}),
@@ -775,4 +802,9 @@ RECIPES: dict[str, Recipe] = {
 }
 
 # Pipeline classes that cannot be built here, with the category and the reason.
-UNBUILDABLE: dict[str, tuple[str, str]] = {}
+_COSMOS_GUARDRAIL = ("needs package", "its safety checker is cosmos_guardrail's (not installed; it downloads guardrail "
+                     "models from the model hub), and the pipeline refuses to run without one (NVIDIA Open Model License)")
+UNBUILDABLE: dict[str, tuple[str, str]] = {
+    name: _COSMOS_GUARDRAIL for name in (
+        "CosmosTextToWorldPipeline", "CosmosVideoToWorldPipeline", "Cosmos2TextToImagePipeline",
+        "Cosmos2VideoToWorldPipeline", "Cosmos2_5_PredictBasePipeline", "Cosmos2_5_TransferPipeline")}

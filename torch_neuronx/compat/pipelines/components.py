@@ -909,3 +909,31 @@ def ldm_bert(tokenizer):
     from diffusers.pipelines.latent_diffusion.pipeline_latent_diffusion import LDMBertConfig, LDMBertModel
     return LDMBertModel(LDMBertConfig(d_model=TEXT_DIM, encoder_attention_heads=4, head_dim=8, encoder_ffn_dim=37,
                                       encoder_layers=2, vocab_size=vocab_size(tokenizer), max_position_embeddings=77))
+
+
+def xlm_roberta_tokenizer():
+    """An XLM-RoBERTa unigram over single characters (its special tokens first: <s>, <pad>, </s>, <unk>)."""
+    from transformers import XLMRobertaTokenizer
+    pieces = [("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), ("\u2581", -1.0)]
+    pieces += [(c, -2.0) for c in _CHARS.replace(" ", "")] + [("\u2581" + c, -1.5) for c in string.ascii_lowercase]
+    return XLMRobertaTokenizer(vocab=pieces + [("<mask>", 0.0)], model_max_length=MAX_TOKENS)
+
+
+def multilingual_clip(tokenizer):
+    """Kandinsky 2.1's text encoder: XLM-RoBERTa with a linear map to CLIP's text space."""
+    from diffusers.pipelines.kandinsky.text_encoder import MCLIPConfig, MultilingualCLIP
+    return MultilingualCLIP(MCLIPConfig(numDims=TEXT_DIM, transformerDimensions=TEXT_DIM, hidden_size=TEXT_DIM,
+                                        intermediate_size=37, num_attention_heads=4, num_hidden_layers=2,
+                                        vocab_size=vocab_size(tokenizer)))
+
+
+def kandinsky21_unet(in_channels: int = 4):
+    """Kandinsky 2.1's decoder UNet: conditioned on text (MCLIP) and a CLIP image embedding."""
+    from diffusers import UNet2DConditionModel
+    return UNet2DConditionModel(in_channels=in_channels, out_channels=8, addition_embed_type="text_image",
+                                down_block_types=("ResnetDownsampleBlock2D", "SimpleCrossAttnDownBlock2D"),
+                                up_block_types=("SimpleCrossAttnUpBlock2D", "ResnetUpsampleBlock2D"),
+                                mid_block_type="UNetMidBlock2DSimpleCrossAttn", block_out_channels=(32, 64),
+                                layers_per_block=1, encoder_hid_dim=TEXT_DIM, encoder_hid_dim_type="text_image_proj",
+                                cross_attention_dim=32, attention_head_dim=4, resnet_time_scale_shift="scale_shift",
+                                class_embed_type=None)
