@@ -386,6 +386,32 @@ def _ldm_text_to_image() -> dict:
     return {"vqvae": C.vae_kl(), "bert": C.ldm_bert(tok), "tokenizer": tok, "unet": C.sd_unet(), "scheduler": C.ddim()}
 
 
+def _ltx2() -> dict:
+    tok = C.gemma_tokenizer()
+    return {"transformer": C.ltx2_transformer(), "vae": C.ltx2_vae(), "audio_vae": C.ltx2_audio_vae(),
+            "scheduler": C.flow_match(), "text_encoder": C.gemma3(tok, hidden=32), "tokenizer": tok,
+            "connectors": C.ltx2_connectors(), "vocoder": C.ltx2_vocoder()}
+
+
+# LTX-2's sampling knobs pinned as Diffusers' tests pin them (no STG, no modality guidance, no rescale)
+_LTX2_CALL = {"max_sequence_length": 16, "num_frames": 5, "frame_rate": 25.0, "guidance_scale": 1.0, "stg_scale": 0.0,
+              "modality_scale": 1.0, "guidance_rescale": 0.0, "audio_guidance_scale": 1.0, "audio_stg_scale": 0.0,
+              "audio_modality_scale": 1.0, "audio_guidance_rescale": 0.0, "spatio_temporal_guidance_blocks": None,
+              "use_cross_timestep": False}
+
+
+def _ltx2_condition(kind: str) -> Callable:
+    """An LTX-2 condition on a seeded 32-pixel frame (frames as a float tensor: no H.264 re-compression)."""
+    def make():
+        import torch
+        from diffusers.pipelines import ltx2
+        frames = torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(7))
+        if kind == "hdr":
+            return ltx2.LTX2HDRReferenceCondition(frames=frames, strength=1.0)
+        return ltx2.LTX2VideoCondition(frames=frames, index=0, strength=1.0, crf=0)
+    return make
+
+
 def _marigold(in_channels: int, out_channels: int, **config) -> Callable[[], dict]:
     """Marigold: an SD UNet fine-tuned to predict depth/normals/intrinsics latents from the image's latents."""
     def build() -> dict:
@@ -777,6 +803,21 @@ RECIPES: dict[str, Recipe] = {
     "SkyReelsV2ImageToVideoPipeline": Recipe(
         _wan_like(lambda: C.skyreels_v2_transformer(36, image_dim=4), _skyreels_scheduler(5.0),
                   image_encoder={"image_size": 32}), _VIDEO, size=16),
+    "LTX2Pipeline": Recipe(_ltx2, _LTX2_CALL),
+    "LTX2ConditionPipeline": Recipe(_ltx2, _LTX2_CALL | {"conditions": _ltx2_condition("video")}),
+    "LTX2InContextPipeline": Recipe(_ltx2, _LTX2_CALL | {"conditions": _ltx2_condition("video")}),
+    "LTX2HDRPipeline": Recipe(_ltx2, {"max_sequence_length": 16, "num_frames": 5, "frame_rate": 25.0,
+                                      "guidance_scale": 1.0, "reference_conditions": _ltx2_condition("hdr")}),
+    "LTX2ImageToVideoPipeline": Recipe(_ltx2, _LTX2_CALL | {"image": _image_tensor(7, 3, 32), "image_crf": 0}),
+    # distilled: its own fixed sigmas, no step count
+    "LTX2DFRPipeline": Recipe(lambda: _ltx2() | {
+        "transformer": C.ltx2_transformer(use_keyframes_abs_pos_embedding=True)}, {"max_sequence_length": 16, "num_frames": 5, "frame_rate": 25.0,
+                                      "use_cross_timestep": False}),
+    "LTX2LatentUpsamplePipeline": Recipe(lambda: {"vae": C.ltx2_vae(), "latent_upsampler": C.ltx2_latent_upsampler()},
+                                         {"num_frames": 9}),
+    "LTX2VideoDiffusionDecodePipeline": Recipe(lambda: {"diffusion_decoder": C.ltx2_diffusion_decoder(),
+                                                        "scheduler": C.flow_match()},
+                                               {"latents": _tensor(1, 1, 8, 2, 3, 3)}),
     "LTXConditionPipeline": Recipe(_t5(C.ltx_transformer, C.ltx_vae, C.flow_match), _VIDEO),
     # no denoiser: the VAE's latents upsampled twice by the upsampler model, decoded
     "LTXLatentUpsamplePipeline": Recipe(lambda: {"vae": C.ltx_vae(), "latent_upsampler": C.ltx_latent_upsampler()},

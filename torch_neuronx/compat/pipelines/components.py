@@ -937,3 +937,90 @@ def kandinsky21_unet(in_channels: int = 4):
                                 layers_per_block=1, encoder_hid_dim=TEXT_DIM, encoder_hid_dim_type="text_image_proj",
                                 cross_attention_dim=32, attention_head_dim=4, resnet_time_scale_shift="scale_shift",
                                 class_embed_type=None)
+
+
+def gemma3(tokenizer, hidden: int = 16, layers: int = 2):
+    """Gemma 3 (text and a tiny SigLIP vision tower): LTX-2's text encoder reads all its hidden states."""
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration
+    config = Gemma3Config(
+        text_config={"hidden_size": hidden, "intermediate_size": 32, "num_hidden_layers": layers,
+                     "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8,
+                     "vocab_size": vocab_size(tokenizer), "sliding_window": 16, "max_position_embeddings": 512},
+        vision_config={"hidden_size": 16, "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+                       "image_size": 16, "patch_size": 4},
+        mm_tokens_per_image=4, boi_token_index=0, eoi_token_index=1, image_token_index=3)
+    return Gemma3ForConditionalGeneration(config).eval()
+
+
+def ltx2_transformer(caption_channels: int = 32, **extra):
+    """LTX-2's audio-video transformer (use_keyframes_abs_pos_embedding: LTX-2.5's keyframe marker, for DFR)."""
+    from diffusers import LTX2VideoTransformer3DModel
+    return LTX2VideoTransformer3DModel(in_channels=4, out_channels=4, patch_size=1, patch_size_t=1,
+                                       num_attention_heads=2, attention_head_dim=8, cross_attention_dim=16,
+                                       audio_in_channels=4, audio_out_channels=4, audio_num_attention_heads=2,
+                                       audio_attention_head_dim=4, audio_cross_attention_dim=8, num_layers=2,
+                                       qk_norm="rms_norm_across_heads", caption_channels=caption_channels,
+                                       rope_double_precision=False, rope_type="split", **extra)
+
+
+def ltx2_connectors(caption_channels: int = 32, text_layers: int = 2):
+    """The text connectors (4 heads of 8: as wide as the text encoder, 32)."""
+    from diffusers.pipelines.ltx2 import LTX2TextConnectors
+    return LTX2TextConnectors(caption_channels=caption_channels, text_proj_in_factor=text_layers + 1,
+                              video_connector_num_attention_heads=4, video_connector_attention_head_dim=8,
+                              video_connector_num_layers=1, video_connector_num_learnable_registers=None,
+                              audio_connector_num_attention_heads=4, audio_connector_attention_head_dim=8,
+                              audio_connector_num_layers=1, audio_connector_num_learnable_registers=None,
+                              connector_rope_base_seq_len=32, rope_theta=10000.0, rope_double_precision=False,
+                              causal_temporal_positioning=False, rope_type="split")
+
+
+def ltx2_vae():
+    from diffusers import AutoencoderKLLTX2Video
+    vae = AutoencoderKLLTX2Video(in_channels=3, out_channels=3, latent_channels=4, block_out_channels=(8,),
+                                 decoder_block_out_channels=(8,), layers_per_block=(1,), decoder_layers_per_block=(1, 1),
+                                 spatio_temporal_scaling=(True,), decoder_spatio_temporal_scaling=(True,),
+                                 decoder_inject_noise=(False, False), downsample_type=("spatial",),
+                                 upsample_residual=(False,), upsample_factor=(1,), timestep_conditioning=False,
+                                 patch_size=1, patch_size_t=1, encoder_causal=True, decoder_causal=False)
+    vae.use_framewise_encoding = False
+    vae.use_framewise_decoding = False
+    return vae
+
+
+def ltx2_audio_vae():
+    from diffusers import AutoencoderKLLTX2Audio
+    return AutoencoderKLLTX2Audio(base_channels=4, output_channels=2, ch_mult=(1,), num_res_blocks=1,
+                                  attn_resolutions=None, in_channels=2, resolution=32, latent_channels=2,
+                                  norm_type="pixel", causality_axis="height", dropout=0.0,
+                                  mid_block_add_attention=False, sample_rate=16000, mel_hop_length=160, is_causal=True,
+                                  mel_bins=8)
+
+
+def ltx2_vocoder():
+    from diffusers.pipelines.ltx2.vocoder import LTX2Vocoder
+    return LTX2Vocoder(in_channels=2 * 8, hidden_channels=32, out_channels=2, upsample_kernel_sizes=[4, 4],
+                       upsample_factors=[2, 2], resnet_kernel_sizes=[3], resnet_dilations=[[1, 3, 5]],
+                       leaky_relu_negative_slope=0.1, output_sampling_rate=16000)
+
+
+def ltx2_latent_upsampler():
+    from diffusers.pipelines.ltx2 import LTX2LatentUpsamplerModel
+    return LTX2LatentUpsamplerModel(in_channels=4, mid_channels=32, num_blocks_per_stage=1)
+
+
+def ltx2_diffusion_decoder():
+    """LTX-2's diffusion decoder (latents to pixels by denoising), as Diffusers' tests size it; latent statistics
+    that are not the identity (a run that skipped denormalizing would differ)."""
+    import torch
+    from diffusers import LTX2VideoDiffusionDecoderModel
+    model = LTX2VideoDiffusionDecoderModel(
+        out_channels=3, latent_channels=8, patch_size=2, decoder_head_dim=16, decoder_stage_channels=(64, 32, 16, 16, 16),
+        decoder_stage_depths=(1, 1, 1, 1, 2), decoder_stage_kernels=((3, 3, 3),) * 4,
+        decoder_upsample_strides=((1, 2, 2), (2, 1, 1), (2, 2, 2), (2, 2, 2)),
+        decoder_upsample_channel_reductions=(2, 2, 1, 1), decoder_stage5_kernel=(3, 3, 3), decoder_t_emb_dim=32,
+        spatial_compression_ratio=16, temporal_compression_ratio=8)
+    with torch.no_grad():
+        model.latents_mean.copy_(torch.linspace(-0.1, 0.1, 8))
+        model.latents_std.copy_(torch.linspace(0.5, 1.5, 8))
+    return model

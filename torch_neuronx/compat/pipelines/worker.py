@@ -43,7 +43,8 @@ ATOL, RTOL = 1e-4, 1e-3
 COMPILE_ROUNDING_CAP = 1 / 255
 # the models a compiled run compiles: the denoisers (prior_prior: of a combined pipeline), or the pipeline's one
 # model where it has no denoiser (the latent upsampler)
-DENOISERS = ("unet", "transformer", "transformer_2", "prior", "decoder", "prior_prior", "latent_upsampler")
+DENOISERS = ("unet", "transformer", "transformer_2", "prior", "decoder", "prior_prior", "diffusion_decoder",
+             "latent_upsampler")
 
 
 def build(name: str):
