@@ -525,6 +525,28 @@ def _qwenimage() -> dict:
             "text_encoder": C.qwen25_vl(tok), "tokenizer": tok}
 
 
+def _kandinsky5(video: bool) -> Callable[[], dict]:
+    """Kandinsky 5: Qwen2.5-VL and CLIP text encoders. The text-only pipelines are given Qwen's tokenizer where they
+    take a Qwen2VLProcessor: for a prompt without images the processor only tokenizes (and it cannot be made here,
+    see _QWEN2_VL_PROCESSOR)."""
+    def build() -> dict:
+        from diffusers import AutoencoderKL
+        tok, tok2 = C.qwen2_chat_tokenizer(), C.clip_tokenizer()
+        if video:
+            vae = C.hunyuan_video_vae_16()
+        else:
+            vae = AutoencoderKL(act_fn="silu", block_out_channels=[32, 64], down_block_types=["DownEncoderBlock2D"] * 2,
+                                force_upcast=True, in_channels=3, latent_channels=16, layers_per_block=1,
+                                mid_block_add_attention=False, norm_num_groups=32, out_channels=3, sample_size=128,
+                                scaling_factor=0.3611, shift_factor=0.1159, up_block_types=["UpDecoderBlock2D"] * 2,
+                                use_post_quant_conv=False, use_quant_conv=False)
+        return {"vae": vae, "text_encoder": C.qwen25_vl(tok, hidden=32), "tokenizer": tok,
+                "text_encoder_2": C.clip_text(tok2, hidden=16), "tokenizer_2": tok2,
+                "transformer": C.kandinsky5_transformer(), "scheduler": _scheduler("FlowMatchEulerDiscreteScheduler",
+                                                                                  shift=7.0)()}
+    return build
+
+
 def _zimage() -> dict:
     tok = C.qwen2_chat_tokenizer()
     return {"transformer": C.zimage_transformer(),
@@ -733,6 +755,8 @@ RECIPES: dict[str, Recipe] = {
     "QwenImagePipeline": Recipe(_qwenimage, _QWEN_CALL),
     "QwenImageImg2ImgPipeline": Recipe(_qwenimage, _QWEN_CALL),
     "QwenImageInpaintPipeline": Recipe(_qwenimage, _QWEN_CALL),
+    "Kandinsky5T2IPipeline": Recipe(_kandinsky5(video=False), {"max_sequence_length": 8}, size=64),
+    "Kandinsky5T2VPipeline": Recipe(_kandinsky5(video=True), {"max_sequence_length": 8, "num_frames": 5}),
     "QwenImageControlNetPipeline": Recipe(lambda: _qwenimage() | {"controlnet": C.qwenimage_controlnet()},
                                           _QWEN_CALL | {"controlnet_conditioning_scale": 0.5}),
     "QwenImageControlNetInpaintPipeline": Recipe(lambda: _qwenimage() | {"controlnet": C.qwenimage_controlnet(4)},
@@ -845,7 +869,14 @@ RECIPES: dict[str, Recipe] = {
 # Pipeline classes that cannot be built here, with the category and the reason.
 _COSMOS_GUARDRAIL = ("needs package", "its safety checker is cosmos_guardrail's (not installed; it downloads guardrail "
                      "models from the model hub), and the pipeline refuses to run without one (NVIDIA Open Model License)")
+# Transformers 5.23's processors check every attribute's class, the video processor's too, even when it is None;
+# video processor classes need torchvision, which this environment has not (the CPU torch wheel alone)
+_QWEN2_VL_PROCESSOR = ("needs package", "its Qwen2VLProcessor cannot be made without torchvision (not installed): "
+                       "Transformers 5.23 checks the video processor's class, a torchvision placeholder here")
 UNBUILDABLE: dict[str, tuple[str, str]] = {
-    name: _COSMOS_GUARDRAIL for name in (
+    **{name: _COSMOS_GUARDRAIL for name in (
         "CosmosTextToWorldPipeline", "CosmosVideoToWorldPipeline", "Cosmos2TextToImagePipeline",
-        "Cosmos2VideoToWorldPipeline", "Cosmos2_5_PredictBasePipeline", "Cosmos2_5_TransferPipeline")}
+        "Cosmos2VideoToWorldPipeline", "Cosmos2_5_PredictBasePipeline", "Cosmos2_5_TransferPipeline")},
+    **{name: _QWEN2_VL_PROCESSOR for name in (
+        "QwenImageEditPipeline", "QwenImageEditPlusPipeline", "QwenImageEditInpaintPipeline",
+        "QwenImageLayeredPipeline", "Kandinsky5I2IPipeline", "Kandinsky5I2VPipeline")}}

@@ -449,7 +449,8 @@ def qwen25_vl(tokenizer, hidden: int = 16):
     cfg = Qwen2_5_VLConfig(
         text_config={"hidden_size": hidden, "intermediate_size": 16, "num_hidden_layers": 2,
                      "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": vocab_size(tokenizer),
-                     "rope_scaling": {"mrope_section": [1, 1, 2], "rope_type": "default", "type": "default"},
+                     "rope_scaling": {"mrope_section": [hidden // 16, hidden // 16, hidden // 8],  # head_dim / 2
+                                      "rope_type": "default", "type": "default"},
                      "rope_theta": 1000000.0},
         vision_config={"depth": 2, "hidden_size": 16, "intermediate_size": 16, "num_heads": 2, "out_hidden_size": hidden},
         hidden_size=hidden, vocab_size=vocab_size(tokenizer), vision_start_token_id=ids("<|vision_start|>"),
@@ -616,6 +617,16 @@ def hunyuan_video_vae():
                                      layers_per_block=1, act_fn="silu", norm_num_groups=4, scaling_factor=0.476986,
                                      spatial_compression_ratio=8, temporal_compression_ratio=4,
                                      mid_block_add_attention=True)
+
+
+def hunyuan_video_vae_16():
+    """HunyuanVideo's causal 3D VAE with 16 latent channels (Kandinsky 5's video VAE), two blocks."""
+    from diffusers import AutoencoderKLHunyuanVideo
+    return AutoencoderKLHunyuanVideo(act_fn="silu", block_out_channels=[32, 64],
+                                     down_block_types=["HunyuanVideoDownBlock3D"] * 2, in_channels=3, latent_channels=16,
+                                     layers_per_block=1, mid_block_add_attention=False, norm_num_groups=32,
+                                     out_channels=3, scaling_factor=0.476986, spatial_compression_ratio=8,
+                                     temporal_compression_ratio=4, up_block_types=["HunyuanVideoUpBlock3D"] * 2)
 
 
 def sana_controlnet():
@@ -1024,3 +1035,12 @@ def ltx2_diffusion_decoder():
         model.latents_mean.copy_(torch.linspace(-0.1, 0.1, 8))
         model.latents_std.copy_(torch.linspace(0.5, 1.5, 8))
     return model
+
+
+
+def kandinsky5_transformer(in_text_dim: int = 32, in_text_dim2: int = 16):
+    from diffusers import Kandinsky5Transformer3DModel
+    return Kandinsky5Transformer3DModel(in_visual_dim=16, in_text_dim=in_text_dim, in_text_dim2=in_text_dim2,
+                                        time_dim=16, out_visual_dim=16, patch_size=(1, 2, 2), model_dim=16, ff_dim=32,
+                                        num_text_blocks=1, num_visual_blocks=2, axes_dims=(1, 1, 2), visual_cond=False,
+                                        attention_type="regular")
