@@ -429,6 +429,12 @@ def _hunyuan_video() -> dict:
             "text_encoder_2": C.clip_text(tok2, hidden=8), "tokenizer_2": tok2}
 
 
+def _hunyuan_framepack() -> dict:
+    image_encoder, feature_extractor = C.siglip_vision()
+    return _hunyuan_video() | {"transformer": C.hunyuan_framepack_transformer(), "image_encoder": image_encoder,
+                               "feature_extractor": feature_extractor}
+
+
 def _ones(*shape: int) -> Callable:
     def make():
         import torch
@@ -802,6 +808,13 @@ RECIPES: dict[str, Recipe] = {
     "AudioLDMPipeline": Recipe(_audioldm),
     "MusicLDMPipeline": Recipe(_musicldm),
     "AudioLDM2Pipeline": Recipe(_audioldm2),
+    # image latents join the noise (8 channels)
+    "HunyuanSkyreelsImageToVideoPipeline": Recipe(lambda: _hunyuan_video() | {
+        "transformer": C.hunyuan_video_transformer(in_channels=8)}, {
+        "prompt_template": {"template": "{}", "crop_start": 0}, "max_sequence_length": 16, "num_frames": 9}, size=16),
+    "HunyuanVideoFramepackPipeline": Recipe(_hunyuan_framepack, {
+        "prompt_template": {"template": "{}", "crop_start": 0}, "max_sequence_length": 64, "num_frames": 9,
+        "latent_window_size": 3}),
     # T5-conditioned video transformers
     "LattePipeline": Recipe(_t5(C.latte_transformer, lambda: C.vae_kl(blocks=(4,)), C.ddim),
                             {"video_length": 1, "clean_caption": False}, size=8),

@@ -601,9 +601,9 @@ def llama_text(tokenizer, hidden: int = 16):
                                   vocab_size=vocab_size(tokenizer), hidden_act="gelu"))
 
 
-def hunyuan_video_transformer():
+def hunyuan_video_transformer(in_channels: int = 4):
     from diffusers import HunyuanVideoTransformer3DModel
-    return HunyuanVideoTransformer3DModel(in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=10,
+    return HunyuanVideoTransformer3DModel(in_channels=in_channels, out_channels=4, num_attention_heads=2, attention_head_dim=10,
                                           num_layers=1, num_single_layers=1, num_refiner_layers=1, patch_size=1,
                                           patch_size_t=1, guidance_embeds=True, text_embed_dim=16,
                                           pooled_projection_dim=8, rope_axes_dim=(2, 4, 4))
@@ -1044,3 +1044,21 @@ def kandinsky5_transformer(in_text_dim: int = 32, in_text_dim2: int = 16):
                                         time_dim=16, out_visual_dim=16, patch_size=(1, 2, 2), model_dim=16, ff_dim=32,
                                         num_text_blocks=1, num_visual_blocks=2, axes_dims=(1, 1, 2), visual_cond=False,
                                         attention_type="regular")
+
+
+def hunyuan_framepack_transformer():
+    from diffusers import HunyuanVideoFramepackTransformer3DModel
+    return HunyuanVideoFramepackTransformer3DModel(in_channels=4, out_channels=4, num_attention_heads=2,
+                                                   attention_head_dim=10, num_layers=1, num_single_layers=1,
+                                                   num_refiner_layers=1, patch_size=2, patch_size_t=1,
+                                                   guidance_embeds=True, text_embed_dim=16, pooled_projection_dim=8,
+                                                   rope_axes_dim=(2, 4, 4), image_condition_type=None,
+                                                   has_image_proj=True, image_proj_dim=32, has_clean_x_embedder=True)
+
+
+def siglip_vision(hidden: int = 32, image_size: int = 30):
+    """A SigLIP image encoder and its image processor."""
+    from transformers import SiglipImageProcessor, SiglipVisionConfig, SiglipVisionModel
+    model = SiglipVisionModel(SiglipVisionConfig(hidden_size=hidden, intermediate_size=37, num_hidden_layers=2,
+                                                 num_attention_heads=4, image_size=image_size, patch_size=2))
+    return model, SiglipImageProcessor(size={"height": image_size, "width": image_size})
