@@ -194,6 +194,24 @@ def _wan_like(transformer: Callable, scheduler: Callable | None = None, image_en
     return build
 
 
+def _video_tensor(seed: int, frames: int, size: int) -> Callable:
+    """A (1, 3, frames, size, size) video in [0, 1], the same on every call."""
+    def make():
+        import torch
+        return torch.rand(1, 3, frames, size, size, generator=torch.Generator().manual_seed(seed))
+    return make
+
+
+def _mask_video(frames: int, size: int) -> Callable:
+    """A (1, 1, frames, size, size) mask, the centre square 1 in every frame."""
+    def make():
+        import torch
+        mask = torch.zeros(1, 1, frames, size, size)
+        mask[..., size // 4: 3 * size // 4, size // 4: 3 * size // 4] = 1.0
+        return mask
+    return make
+
+
 def _pil_masks(count: int, size: int) -> Callable:
     """`count` masks (PIL, mode L): the centre square white, as inputs.py's mask."""
     def make():
@@ -553,6 +571,34 @@ def _kandinsky5(video: bool) -> Callable[[], dict]:
     return build
 
 
+def _easyanimate(in_channels: int = 4) -> Callable[[], dict]:
+    def build() -> dict:
+        tok = C.qwen2_chat_tokenizer()
+        return {"transformer": C.easyanimate_transformer(in_channels), "vae": C.magvit_vae(),
+                "scheduler": C.flow_match(), "text_encoder": C.qwen2_vl(tok), "tokenizer": tok}
+    return build
+
+
+def _cogview4(control: bool = False) -> dict:
+    """CogView 4: GLM-4 as text encoder; its tokenizer is byte-level BPE as GLM-4's (the real one is on the hub)."""
+    from diffusers import FlowMatchEulerDiscreteScheduler
+    tok = C.qwen2_tokenizer()
+    return {"transformer": C.cogview4_transformer(), "vae": C.vae_kl(), "text_encoder": C.glm(tok), "tokenizer": tok,
+            "scheduler": FlowMatchEulerDiscreteScheduler(base_shift=0.25, max_shift=0.75, base_image_seq_len=256,
+                                                         use_dynamic_shifting=True, time_shift_type="linear")}
+
+
+def _sana_video() -> dict:
+    from diffusers import DPMSolverMultistepScheduler
+    tok = C.gemma_tokenizer()
+    return {"transformer": C.sana_video_transformer(), "vae": C.wan_vae(), "scheduler": DPMSolverMultistepScheduler(),
+            "text_encoder": C.gemma2_text(tok), "tokenizer": tok}
+
+
+_SANA_VIDEO_CALL = {"frames": 9, "max_sequence_length": 16, "complex_human_instruction": [],
+                    "use_resolution_binning": False}
+
+
 def _zimage() -> dict:
     tok = C.qwen2_chat_tokenizer()
     return {"transformer": C.zimage_transformer(),
@@ -754,6 +800,11 @@ RECIPES: dict[str, Recipe] = {
     "SanaSprintPipeline": Recipe(_sana_sprint, _SANA_CALL),
     "SanaSprintImg2ImgPipeline": Recipe(_sana_sprint, _SANA_CALL | {"strength": 0.5}),
     "SanaControlNetPipeline": Recipe(lambda: _sana() | {"controlnet": C.sana_controlnet()}, _SANA_CALL),
+    # a negative prompt of some tokens: GLM-4's tokenizer prefixes special tokens, this one not (an empty prompt
+    # would be no tokens at all)
+    "CogView4Pipeline": Recipe(_cogview4, {"max_sequence_length": 16, "negative_prompt": "bad"}, size=16),
+    "CogView4ControlPipeline": Recipe(lambda: _cogview4() | {"transformer": C.cogview4_transformer(in_channels=8)},
+                                      {"max_sequence_length": 16, "negative_prompt": "bad"}, size=16),
     "LuminaPipeline": Recipe(_lumina(C.lumina_next_transformer, C.gemma_causal_lm),
                              {"max_sequence_length": 16, "clean_caption": False}, size=32),  # assumes a VAE factor of 8
     "Lumina2Pipeline": Recipe(_lumina(C.lumina2_transformer, C.gemma2_text), {"max_sequence_length": 16}, size=32),
@@ -815,6 +866,18 @@ RECIPES: dict[str, Recipe] = {
     "HunyuanVideoFramepackPipeline": Recipe(_hunyuan_framepack, {
         "prompt_template": {"template": "{}", "crop_start": 0}, "max_sequence_length": 64, "num_frames": 9,
         "latent_window_size": 3}),
+    # a negative prompt: with classifier-free guidance and none given, EasyAnimate iterates over None
+    "EasyAnimatePipeline": Recipe(_easyanimate(), {"num_frames": 5, "negative_prompt": ""}, size=16),
+    # control video latents join the noise (8 channels); inpainting: the mask and the masked video's latents (9)
+    "EasyAnimateControlPipeline": Recipe(_easyanimate(8), {"num_frames": 5, "negative_prompt": "",
+                                                                "control_video": _pil_frames(5, 16)},
+                                         size=16),
+    "EasyAnimateInpaintPipeline": Recipe(_easyanimate(9), {"num_frames": 9, "negative_prompt": "",
+                                                                "mask_video": _mask_video(9, 16),
+                                                                "video": _video_tensor(8, 9, 16)},
+                                         size=16),
+    "SanaVideoPipeline": Recipe(_sana_video, _SANA_VIDEO_CALL),
+    "SanaImageToVideoPipeline": Recipe(_sana_video, _SANA_VIDEO_CALL),
     # T5-conditioned video transformers
     "LattePipeline": Recipe(_t5(C.latte_transformer, lambda: C.vae_kl(blocks=(4,)), C.ddim),
                             {"video_length": 1, "clean_caption": False}, size=8),

@@ -474,8 +474,11 @@ def qwenimage_vae(z_dim: int = 4):
 
 
 # Qwen's chat format (what Z-Image's prompt encoding renders), without the model hub's template file
-_QWEN_CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-                       "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+# (a message's content is a string, or a list of parts of which the text parts are rendered, as Qwen2-VL's template)
+_QWEN_CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+                       "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for part in m['content'] %}"
+                       "{% if part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}{% endif %}"
+                       "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
 def qwen2_chat_tokenizer():
@@ -1062,3 +1065,57 @@ def siglip_vision(hidden: int = 32, image_size: int = 30):
     model = SiglipVisionModel(SiglipVisionConfig(hidden_size=hidden, intermediate_size=37, num_hidden_layers=2,
                                                  num_attention_heads=4, image_size=image_size, patch_size=2))
     return model, SiglipImageProcessor(size={"height": image_size, "width": image_size})
+
+
+def qwen2_vl(tokenizer, hidden: int = 16):
+    """Qwen2-VL (EasyAnimate's text encoder), two tiny layers."""
+    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
+    ids = tokenizer.convert_tokens_to_ids
+    cfg = Qwen2VLConfig(
+        text_config={"hidden_size": hidden, "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+                     "num_key_value_heads": 2, "vocab_size": vocab_size(tokenizer),
+                     "rope_scaling": {"mrope_section": [hidden // 16, hidden // 16, hidden // 8], "rope_type": "default",
+                                      "type": "default"}},
+        vision_config={"depth": 2, "embed_dim": 16, "hidden_size": hidden, "num_heads": 2},
+        vision_start_token_id=ids("<|vision_start|>"), vision_end_token_id=ids("<|vision_end|>"),
+        vision_token_id=ids("<|image_pad|>"), image_token_id=ids("<|image_pad|>"))
+    return Qwen2VLForConditionalGeneration(cfg).eval()
+
+
+def easyanimate_transformer(in_channels: int = 4):
+    from diffusers import EasyAnimateTransformer3DModel
+    return EasyAnimateTransformer3DModel(num_attention_heads=2, attention_head_dim=16, in_channels=in_channels,
+                                         out_channels=4, time_embed_dim=2, text_embed_dim=16, num_layers=1,
+                                         sample_width=16, sample_height=16, patch_size=2)
+
+
+def magvit_vae():
+    from diffusers import AutoencoderKLMagvit
+    return AutoencoderKLMagvit(in_channels=3, out_channels=3,
+                               down_block_types=("SpatialDownBlock3D",) + ("SpatialTemporalDownBlock3D",) * 3,
+                               up_block_types=("SpatialUpBlock3D",) + ("SpatialTemporalUpBlock3D",) * 3,
+                               block_out_channels=(8, 8, 8, 8), latent_channels=4, layers_per_block=1,
+                               norm_num_groups=2, spatial_group_norm=False)
+
+
+def cogview4_transformer(in_channels: int = 4):
+    from diffusers import CogView4Transformer2DModel
+    return CogView4Transformer2DModel(patch_size=2, in_channels=in_channels, num_layers=2, attention_head_dim=4,
+                                      num_attention_heads=4, out_channels=4, text_embed_dim=32, time_embed_dim=8,
+                                      condition_dim=4)
+
+
+def glm(tokenizer, hidden: int = 32):
+    from transformers import GlmConfig, GlmForCausalLM
+    return GlmForCausalLM(GlmConfig(hidden_size=hidden, intermediate_size=8, num_hidden_layers=2, num_attention_heads=4,
+                                    head_dim=8, vocab_size=vocab_size(tokenizer), pad_token_id=tokenizer.pad_token_id))
+
+
+def sana_video_transformer():
+    from diffusers import SanaVideoTransformer3DModel
+    return SanaVideoTransformer3DModel(in_channels=16, out_channels=16, num_attention_heads=2, attention_head_dim=12,
+                                       num_layers=2, num_cross_attention_heads=2, cross_attention_head_dim=12,
+                                       cross_attention_dim=24, caption_channels=8, mlp_ratio=2.5, dropout=0.0,
+                                       attention_bias=False, sample_size=8, patch_size=(1, 2, 2),
+                                       norm_elementwise_affine=False, norm_eps=1e-6, qk_norm="rms_norm_across_heads",
+                                       rope_max_seq_len=32)
