@@ -476,6 +476,14 @@ def _image_tensor(seed: int, channels: int, size: int) -> Callable:
     return make
 
 
+def _pil_image(size: int) -> Callable:
+    """A seeded RGB image (PIL) of `size` pixels, where a pipeline's image differs in size from its output."""
+    def make():
+        from .inputs import _image
+        return _image("rgb", size)
+    return make
+
+
 def _pil_frames(count: int, size: int) -> Callable:
     """`count` seeded RGB frames (PIL), the same on every call: control frames of the video pipelines."""
     def make():
@@ -769,6 +777,8 @@ RECIPES: dict[str, Recipe] = {
     "FluxControlNetInpaintPipeline": Recipe(_flux(8, latent_channels=2, controlnet_channels=8),
                                             _FLUX_CALL | {"strength": 0.8}, size=32),
     "Flux2KleinPipeline": Recipe(_flux2_klein, _KLEIN_CALL | {"image": None}, size=8),  # text to image
+    # a reference image of at least 64 pixels (the pipeline's minimum), an 8-pixel output
+    "Flux2KleinKVPipeline": Recipe(_flux2_klein, _KLEIN_CALL | {"image": _pil_image(64)}, size=8),
     "Flux2KleinInpaintPipeline": Recipe(_flux2_klein, _KLEIN_CALL | {"strength": 0.8}, size=32),
     "ChromaPipeline": Recipe(_t5(C.chroma_transformer, C.vae_flux, C.flow_match), _FLUX_CALL, size=8),
     "ChromaImg2ImgPipeline": Recipe(_t5(C.chroma_transformer, C.vae_flux, C.flow_match), _FLUX_CALL, size=32),
@@ -887,6 +897,8 @@ RECIPES: dict[str, Recipe] = {
     "LTXImageToVideoPipeline": Recipe(_t5(C.ltx_transformer, C.ltx_vae, C.flow_match), _VIDEO),
     "WanImageToVideoPipeline": Recipe(_wan_i2v, _VIDEO, size=16),
     "WanVACEPipeline": Recipe(_wan_like(C.wan_vace_transformer), _VIDEO | {"mask": _pil_masks(9, 16)}, size=16),
+    "ChronoEditPipeline": Recipe(_wan_like(C.chronoedit_transformer, image_encoder={"image_size": 32}),
+                                 {"max_sequence_length": 16, "num_frames": 5}, size=16),
     "WanAnimatePipeline": Recipe(_wan_like(C.wan_animate_transformer, image_encoder={"image_size": 4}),
                                  {"max_sequence_length": 16, "pose_video": _pil_frames(9, 16),
                                   "face_video": _pil_frames(9, 16), "segment_frame_length": 77, "mode": "animate",

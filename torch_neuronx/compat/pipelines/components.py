@@ -1119,3 +1119,12 @@ def sana_video_transformer():
                                        attention_bias=False, sample_size=8, patch_size=(1, 2, 2),
                                        norm_elementwise_affine=False, norm_eps=1e-6, qk_norm="rms_norm_across_heads",
                                        rope_max_seq_len=32)
+
+
+def chronoedit_transformer():
+    """ChronoEdit: Wan image-to-video's transformer (image latents and mask join the noise: 36 channels)."""
+    from diffusers import ChronoEditTransformer3DModel
+    return ChronoEditTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=12,
+                                        in_channels=36, out_channels=16, text_dim=TEXT_DIM, freq_dim=256, ffn_dim=32,
+                                        num_layers=2, cross_attn_norm=True, qk_norm="rms_norm_across_heads",
+                                        rope_max_seq_len=32, image_dim=4)
