@@ -24,7 +24,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-EXPECTED_CHECKS = 86  # per rank; guards against checks silently not running
+EXPECTED_CHECKS = 91  # per rank; guards against checks silently not running
 
 
 # (torchrun agents, ranks per agent, environment, how the world group checks, how it moves data)
@@ -33,11 +33,13 @@ LAYOUTS = {
     "two_hosts": (2, 2, {"TORCHNEURON_COLLECTIVE_CHECKS": "network", "TORCHNEURON_SHM_COLLECTIVES": "0"},
                   "network", "gloo"),
     # One host: check (SignatureBoard) and data (SharedMemoryCollectives) through shared memory, the default.
-    "one_host": (1, 4, {}, "shared memory", "shared memory (direct reads)"),
+    # Device memory of the ranks in shared arenas the peers map: large collectives read the peers' tensors.
+    "one_host": (1, 4, {}, "shared memory", "shared memory (peer device memory)"),
     # The same where ranks may not read each other's memory (e.g. Yama ptrace_scope 2): every size through the slots.
     "one_host_staging": (1, 4, {"TORCHNEURON_SHM_DIRECT": "0"}, "shared memory", "shared memory (staging)"),
     # The same with device memory inaccessible outside the host bridge (docs/runtime.md): the shared-memory
-    # path reaches device memory only through the bridge, as it would have to on a real Neuron runtime.
+    # path reaches device memory only through the bridge, as it would have to on a real Neuron runtime
+    # (each allocation on pages of its own: no shared arena; large copies read the peers with process_vm_readv).
     "one_host_strict_memory": (1, 4, {"TORCHNEURON_STRICT_MEMORY": "1"}, "shared memory", "shared memory (direct reads)"),
 }
 
@@ -310,6 +312,45 @@ def check_pieces(t: Rank) -> None:
     t.same("all_gather_into_tensor into a transposed output", n, c)
 
 
+def check_peer_memory(t: Rank) -> None:
+    """Large reductions in the documented rank order on every path; tensors outside the peers' reach on
+    some ranks only (allocated before the group existed) take the staging path on every rank."""
+    import torch
+    import torch.distributed as dist
+    big = 3 * (1 << 18) + 7
+    for dtype in (torch.float32, torch.bfloat16):
+        x = t.data((big,), dtype, salt=70)
+        n, c = x.to(t.dev), x.clone()
+        dist.all_reduce(n)
+        dist.all_reduce(c, group=t.gloo)
+        t.same(f"all_reduce of 3 MiB {dtype}", n, c)
+        if t.shared_memory:
+            want = t.data((big,), dtype, salt=70, r=0)
+            for r in range(1, t.world):
+                want = want + t.data((big,), dtype, salt=70, r=r)
+            t.check(f"all_reduce of 3 MiB {dtype} in rank order", torch.equal(n.cpu(), want))
+    x = t.data((t.world * big,), torch.float32, salt=71)
+    n = torch.empty(big, device=t.dev)
+    dist.reduce_scatter_tensor(n, x.to(t.dev))
+    want = t.data((t.world * big,), torch.float32, salt=71, r=0)[t.rank * big:(t.rank + 1) * big]
+    for r in range(1, t.world):
+        want = want + t.data((t.world * big,), torch.float32, salt=71, r=r)[t.rank * big:(t.rank + 1) * big]
+    t.same("reduce_scatter_tensor of 12 MiB", n, want)
+    if t.shared_memory:
+        t.check("reduce_scatter_tensor of 12 MiB in rank order", torch.equal(n.cpu(), want))
+    # Odd ranks' tensors were allocated before the group: the ranks agree on the staging path.
+    x = t.data((big,), torch.float32, salt=72)
+    n = t.early.copy_(x) if t.rank % 2 else x.to(t.dev)
+    c = x.clone()
+    dist.all_reduce(n)
+    dist.all_reduce(c, group=t.gloo)
+    t.same("all_reduce of tensors in the peers' reach on some ranks only", n, c)
+    out, ref = torch.empty(t.world * big, device=t.dev), torch.empty(t.world * big)
+    dist.all_gather_into_tensor(out, n)
+    dist.all_gather_into_tensor(ref, c, group=t.gloo)
+    t.same("all_gather_into_tensor of tensors in the peers' reach on some ranks only", out, ref)
+
+
 def check_point_to_point(t: Rank) -> None:
     """A ring: blocking, async, batched."""
     import torch
@@ -433,7 +474,7 @@ def check_bound_world(t: Rank) -> None:
 
 
 CHECKS = [check_all_reduce, check_gathers, check_reduce_scatters, check_rooted, check_all_to_all, check_pieces,
-          check_point_to_point, check_async, check_barriers_and_objects, check_subgroups, check_zero_copy,
+          check_peer_memory, check_point_to_point, check_async, check_barriers_and_objects, check_subgroups, check_zero_copy,
           check_bound_world]  # the bound world last: it changes how later groups are made
 
 
@@ -446,9 +487,11 @@ def _worker() -> None:
     local = int(os.environ["LOCAL_RANK"])
     assert torch.neuron.current_device() == local, (torch.neuron.current_device(), local)
     print(f"rank {rank} bound to neuron:{local}", flush=True)
+    early = torch.empty(3 * (1 << 18) + 7, device=torch.device("neuron", local))  # before the group: check_peer_memory
     dist.init_process_group("neuron")  # no device_id, as Transformers does; the bound case comes last
     gloo = dist.new_group(backend="gloo")  # the reference (torch cannot add a gloo group to a neuron-bound world)
     t = Rank(rank, world, local, gloo)
+    t.early = early
     backend = dist.group.WORLD._get_backend(t.dev)
     print(f"rank {rank} checks collectives through {backend.check_transport}", flush=True)
     print(f"rank {rank} moves data through {backend.data_transport}", flush=True)

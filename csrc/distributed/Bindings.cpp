@@ -41,7 +41,7 @@ PYBIND11_MODULE(_C_distributed, m) {
                              "How the ranks compare collectives before running them: 'shared memory' (ranks of "
                              "one host), 'network' (through the host backend) or 'off'")
       .def_property_readonly("data_transport", &ProcessGroupNeuron::data_transport,
-                             "What moves the data of the collectives: 'shared memory (direct reads)' or "
-                             "'shared memory (staging)' (ranks of one host; TORCHNEURON_SHM_COLLECTIVES=0 "
-                             "turns it off) or 'gloo'");
+                             "What moves the data of the collectives: 'shared memory (peer device memory)', "
+                             "'shared memory (direct reads)' or 'shared memory (staging)' (ranks of one host; "
+                             "TORCHNEURON_SHM_COLLECTIVES=0 turns it off) or 'gloo'");
 }

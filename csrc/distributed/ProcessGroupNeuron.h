@@ -55,9 +55,10 @@ class ProcessGroupNeuron : public c10d::Backend {
   const c10::intrusive_ptr<c10d::Backend>& host() const { return host_; }
   // How the pre-collective check runs: "shared memory", "network" (through the host backend) or "off".
   std::string check_transport() const;
-  // Which path moves the data of the collectives it carries: "shared memory" or "gloo".
+  // Which path moves the data of the collectives it carries: "shared memory (...)" or "gloo".
   std::string data_transport() const {
     if (!shm_) return "gloo";
+    if (shm_->maps_peer_memory()) return "shared memory (peer device memory)";
     return shm_->reads_peers_directly() ? "shared memory (direct reads)" : "shared memory (staging)";
   }
 

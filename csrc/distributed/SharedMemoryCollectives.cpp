@@ -17,8 +17,9 @@
 namespace neuron::distributed {
 namespace {
 
-// The control block at the start of the segment; then, per rank, one int64 value (exchange()'s rounds)
-// and one address (what direct reads take from the rank's memory); then the buffers.
+// The control block at the start of the segment; then, per rank, one int64 value (exchange()'s rounds),
+// one address (what process_vm_readv reads take from the rank's memory) and one location in the
+// rank's device memory that the peers map (locate_all); then the buffers.
 struct Control {
   alignas(64) uint32_t arrived;  // futex word: barrier arrivals so far, all barriers together (wraps)
   alignas(64) uint32_t sleepers; // ranks asleep on `arrived`: the last arrival wakes them only if any
@@ -26,9 +27,20 @@ struct Control {
 constexpr size_t kValuesOffset = 256;
 static_assert(sizeof(Control) <= kValuesOffset);
 size_t addresses_offset(int size) { return kValuesOffset + sizeof(int64_t) * size; }
+size_t locations_offset(int size) { return addresses_offset(size) + sizeof(uint64_t) * size; }
 size_t control_bytes(int size) {
-  return (addresses_offset(size) + sizeof(uint64_t) * size + 4095) / 4096 * 4096;
+  return (locations_offset(size) + sizeof(uint64_t) * size + 4095) / 4096 * 4096;
 }
+
+// From this size on, collectives on tensors in the peers' mapped device memory (PeerMemory) read them
+// there: all_reduce reduces chunk r of every rank's tensor straight into rank r's (a reduce-scatter),
+// meets, copies the others' reduced chunks out of their tensors (an all-gather) and meets again: three
+// meetings and one copy, against two meetings per slot and three copies through the slots.
+constexpr int64_t kPeerMemoryMinBytes = 256 << 10;
+
+// Reductions of more than two ranks accumulate block by block, so that the partial result stays in the
+// cache between the steps of the rank order.
+constexpr int64_t kReductionBlockBytes = 256 << 10;
 
 // From this size per rank on, copies (all_gather, broadcast) read the peers' memory directly: one
 // system call per peer instead of a copy in and a barrier per slot. Measured on a loaded 2-CPU host
@@ -85,6 +97,8 @@ std::unique_ptr<SharedMemoryCollectives> SharedMemoryCollectives::connect(c10d::
   if (!segment) return nullptr;
   std::unique_ptr<SharedMemoryCollectives> shm(new SharedMemoryCollectives(std::move(segment), rank, size, slot, timeout));
   shm->direct_ = shm->peers_readable(store);
+  // TORCHNEURON_SHM_DIRECT=0: through the slots only (tests of that path; the same on every rank).
+  if (shm->direct_) shm->peers_ = PeerMemory::connect(store, rank, size);
   return shm;
 }
 
@@ -127,6 +141,29 @@ char* SharedMemoryCollectives::slot(int buffer, int rank) const {
 
 uint64_t& SharedMemoryCollectives::published(int rank) const {
   return reinterpret_cast<uint64_t*>(segment_->data() + addresses_offset(size_))[rank];
+}
+
+std::vector<uint64_t> SharedMemoryCollectives::locate_all(const void* p, int64_t bytes) {
+  auto* locations = reinterpret_cast<uint64_t*>(segment_->data() + locations_offset(size_));
+  std::atomic_ref<uint64_t>(locations[rank_]).store(peers_->locate(p, bytes), std::memory_order_release);
+  // Every rank reads all locations before its next barrier: no rank publishes again before that.
+  wait_barrier();
+  std::vector<uint64_t> all(size_);
+  for (int q = 0; q < size_; ++q) all[q] = std::atomic_ref<uint64_t>(locations[q]).load(std::memory_order_acquire);
+  return all;
+}
+
+void SharedMemoryCollectives::reduce_into(char* dst, const std::vector<const char*>& srcs, int64_t count,
+                                          at::ScalarType dtype, c10d::ReduceOp::RedOpType op) {
+  const int64_t e = static_cast<int64_t>(at::elementSize(dtype));
+  // Two ranks: one pass, in place (dst is one of the two sources, element by element).
+  const int64_t block = size_ <= 2 ? std::max<int64_t>(count, 1) : std::max<int64_t>(kReductionBlockBytes / e, 1);
+  std::vector<const void*> at_block(size_);
+  for (int64_t off = 0; off < count; off += block) {
+    const int64_t len = std::min(block, count - off);
+    for (int q = 0; q < size_; ++q) at_block[q] = srcs[q] + off * e;
+    reduce_in_rank_order(dst + off * e, at_block.data(), size_, len, dtype, op);
+  }
 }
 
 void SharedMemoryCollectives::read_peer(int q, void* to, uint64_t from, int64_t bytes) {
@@ -229,6 +266,27 @@ void SharedMemoryCollectives::all_reduce(void* data, int64_t count, at::ScalarTy
       }
       return;
     }
+    if (peers_ && root < 0 && count * static_cast<int64_t>(e) >= kPeerMemoryMinBytes) {
+      const auto where = locate_all(mine, count * e);
+      if (std::all_of(where.begin(), where.end(), [](uint64_t w) { return w != 0; })) {
+        // Every rank's tensor is readable by all: rank r reduces chunk r of every tensor, in rank order,
+        // into its own (in place: only rank r reads or writes chunk r in this phase); all meet; every rank
+        // copies the other reduced chunks from their owners' tensors; all meet again (nobody changes its
+        // tensor before the peers read their chunk of it).
+        auto begin = [&](int c) { return chunk_begin(count, size_, c); };
+        const int64_t b0 = begin(rank_);
+        std::vector<const char*> from(size_);
+        for (int q = 0; q < size_; ++q) from[q] = (q == rank_ ? mine : peers_->at(q, where[q])) + b0 * e;
+        reduce_into(mine + b0 * e, from, begin(rank_ + 1) - b0, dtype, op);
+        wait_barrier();
+        for (int k = 1; k < size_; ++k) {
+          const int c = (rank_ + k) % size_;  // not all from rank 0 first
+          std::memcpy(mine + begin(c) * e, peers_->at(c, where[c]) + begin(c) * e, (begin(c + 1) - begin(c)) * e);
+        }
+        wait_barrier();
+        return;
+      }
+    }
     const int64_t piece = static_cast<int64_t>(slot_bytes_ / e);
     for (int64_t off = 0; off < count; off += piece) {
       const int64_t len = std::min(piece, count - off);
@@ -263,6 +321,26 @@ void SharedMemoryCollectives::reduce_scatter(void* out, const std::vector<const 
     const size_t e = at::elementSize(dtype);
     // A slot holds one sub-slot per rank: this rank's piece of the chunk each other rank reduces.
     const size_t sub = slot_bytes_ / size_ / 64 * 64;
+    const int64_t chunk_bytes = count * static_cast<int64_t>(e);
+    if (peers_ && chunk_bytes * size_ >= kPeerMemoryMinBytes) {
+      // Readable by the peers only as one tensor (the chunks one after the other) that the output
+      // does not overlap (except as this rank's own chunk, which only this rank reads).
+      const char* first = static_cast<const char*>(chunks[0]);
+      bool one_tensor = true;
+      for (int c = 0; c < size_; ++c) one_tensor = one_tensor && chunks[c] == first + c * chunk_bytes;
+      const char* o = static_cast<const char*>(out);
+      const bool overlaps = o < first + chunk_bytes * size_ && first < o + chunk_bytes && out != chunks[rank_];
+      const auto where = locate_all(first, one_tensor && !overlaps ? chunk_bytes * size_ : -1);
+      if (std::all_of(where.begin(), where.end(), [](uint64_t w) { return w != 0; })) {
+        // out = chunk r of every rank's input, reduced in rank order; all meet (nobody changes its
+        // input before the peers read their chunks of it).
+        std::vector<const char*> from(size_);
+        for (int q = 0; q < size_; ++q) from[q] = (q == rank_ ? first : peers_->at(q, where[q])) + rank_ * chunk_bytes;
+        reduce_into(static_cast<char*>(out), from, count, dtype, op);
+        wait_barrier();
+        return;
+      }
+    }
 
     const int64_t piece = static_cast<int64_t>(sub / e);
     std::vector<const void*> srcs(size_);
@@ -286,6 +364,18 @@ void SharedMemoryCollectives::all_gather(const std::vector<void*>& outs, const v
   TORCH_INTERNAL_ASSERT(static_cast<int>(outs.size()) == size_);
   guarded([&] {
     const char* input = static_cast<const char*>(in);
+    if (peers_ && bytes * size_ >= kPeerMemoryMinBytes) {
+      if (outs[rank_] != in) std::memmove(outs[rank_], in, bytes);  // before meeting: no peer reads it
+      const auto where = locate_all(in, bytes);
+      if (std::all_of(where.begin(), where.end(), [](uint64_t w) { return w != 0; })) {
+        for (int k = 1; k < size_; ++k) {
+          const int q = (rank_ + k) % size_;  // not all from rank 0 first
+          std::memcpy(outs[q], peers_->at(q, where[q]), bytes);
+        }
+        wait_barrier();  // nobody changes its input before the peers read it
+        return;
+      }
+    }
     if (direct_ && bytes >= kDirectMinSlots * static_cast<int64_t>(slot_bytes_)) {
       // Every rank reads the peers' inputs straight into its outputs: each byte moved once.
       published(rank_) = reinterpret_cast<uint64_t>(in);
@@ -319,6 +409,14 @@ void SharedMemoryCollectives::broadcast(void* data, int64_t bytes, int root) {
     // The root's piece may fill the whole buffer (every rank's slot).
     const int64_t piece = static_cast<int64_t>(slot_bytes_ * size_);
     char* d = static_cast<char*>(data);
+    if (peers_ && bytes >= kPeerMemoryMinBytes) {
+      const auto where = locate_all(data, rank_ == root ? bytes : -1);
+      if (where[root] != 0) {
+        if (rank_ != root) std::memcpy(d, peers_->at(root, where[root]), bytes);
+        wait_barrier();  // the root does not change its tensor before the others read it
+        return;
+      }
+    }
     if (direct_ && bytes >= kDirectMinSlots * static_cast<int64_t>(slot_bytes_)) {
       if (rank_ == root) published(rank_) = reinterpret_cast<uint64_t>(data);
       wait_barrier();

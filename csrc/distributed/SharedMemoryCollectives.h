@@ -36,6 +36,7 @@
 // are serialized.
 #pragma once
 
+#include "distributed/PeerMemory.h"
 #include "distributed/SharedSegment.h"
 
 #include <ATen/ATen.h>
@@ -62,6 +63,9 @@ class SharedMemoryCollectives {
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
   // Whether large all_gather and broadcast read the peers' memory directly (else through the slots).
   bool reads_peers_directly() const { return direct_; }
+  // Whether the ranks map each other's device memory (PeerMemory): collectives on tensors in it
+  // reduce and copy straight from the peers' tensors.
+  bool maps_peer_memory() const { return peers_ != nullptr; }
 
   void barrier();
   // Throws if an earlier call failed (the group is then unusable), as every other call does first.
@@ -85,6 +89,12 @@ class SharedMemoryCollectives {
   char* slot(int buffer, int rank) const;
   // The address rank `rank` publishes for the current collective (its tensor, for direct reads).
   uint64_t& published(int rank) const;
+  // Collective: publishes where this rank's [p, p + bytes) lies in its device memory that the peers map
+  // (0: not there), meets the others (a barrier) and returns every rank's (the same on every rank).
+  std::vector<uint64_t> locate_all(const void* p, int64_t bytes);
+  // dst (count elements of this rank's memory; may be srcs[rank_]) = the rank-order reduction of srcs.
+  void reduce_into(char* dst, const std::vector<const char*>& srcs, int64_t count, at::ScalarType dtype,
+                   c10d::ReduceOp::RedOpType op);
   bool peers_readable(c10d::Store& store);
   // Copies `bytes` at address `from` of rank q's process to `to` (process_vm_readv).
   void read_peer(int q, void* to, uint64_t from, int64_t bytes);
@@ -94,6 +104,7 @@ class SharedMemoryCollectives {
   void guarded(F&& body);
 
   std::unique_ptr<SharedSegment> segment_;
+  std::unique_ptr<PeerMemory> peers_;  // null: the ranks cannot read each other's device memory
   int rank_, size_;
   size_t slot_bytes_;
   std::chrono::milliseconds timeout_;

@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -24,10 +25,13 @@
 #include <fstream>
 #include <mutex>
 #include <sys/file.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <sstream>
+#include <map>
+#include <set>
 #include <unordered_map>
 
 namespace neuron::rt {
@@ -40,6 +44,84 @@ struct Block {
   size_t mapped = 0;  // strict mode: bytes of the block's own pages (mmap), else 0 (host allocator)
   int open = 0;       // strict mode: open host accesses; the pages are PROT_NONE at 0
   uint64_t generation = 0;  // strict mode: tells a block from a later one at the same address
+  size_t shared = 0;        // bytes taken from the shared arena (share_device_memory), else 0
+};
+
+// The shared arena (share_device_memory): one memfd, mapped once, carved by best fit into page-aligned
+// blocks. Freed blocks coalesce and keep their pages: the next allocation of that range reuses them and
+// the peers' page tables for it stay valid (fresh pages per allocation, as malloc's mmap gives large
+// blocks, would cost every peer a page fault per page per collective). Under State::mu.
+class SharedArena {
+ public:
+  bool create(size_t bytes) {
+    fd_ = ::memfd_create("torchneuron-device-memory", MFD_CLOEXEC);
+    if (fd_ < 0) return false;
+    // Sparse: pages are taken when first written, as malloc's.
+    void* p = ::ftruncate(fd_, static_cast<off_t>(bytes)) == 0
+                  ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd_, 0)
+                  : MAP_FAILED;
+    if (p == MAP_FAILED) {
+      ::close(fd_);
+      fd_ = -1;
+      return false;
+    }
+    base_ = static_cast<char*>(p);
+    bytes_ = bytes;
+    insert(0, bytes);
+    return true;
+  }
+  bool active() const { return fd_ >= 0; }
+  // In a child made by fork(): the arena's pages become private copy-on-write ones, as the rest of the
+  // memory (the child never writes its parent's tensors), and the child takes no more blocks from it.
+  void after_fork() {
+    if (fd_ < 0) return;
+    ::mmap(base_, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, fd_, 0);
+    ::close(fd_);
+    fd_ = -1;
+  }
+  SharedMemory describe() const { return {fd_, base_, bytes_}; }
+  static size_t rounded(size_t nbytes) { return (nbytes + kPage - 1) / kPage * kPage; }
+
+  // Page-aligned memory of rounded(nbytes), or null when no free range is large enough.
+  void* take(size_t length) {
+    auto it = free_by_length_.lower_bound({length, 0});
+    if (it == free_by_length_.end()) return nullptr;
+    const auto [have, offset] = *it;
+    erase(offset, have);
+    if (have > length) insert(offset + length, have - length);
+    return base_ + offset;
+  }
+  void give(void* p, size_t length) {
+    size_t offset = static_cast<size_t>(static_cast<char*>(p) - base_);
+    auto next = free_at_.find(offset + length);
+    if (next != free_at_.end()) {
+      length += next->second;
+      erase(next->first, next->second);
+    }
+    auto prev = free_at_.lower_bound(offset);
+    if (prev != free_at_.begin() && (--prev)->first + prev->second == offset) {
+      offset = prev->first;
+      length += prev->second;
+      erase(prev->first, prev->second);
+    }
+    insert(offset, length);
+  }
+
+ private:
+  static constexpr size_t kPage = 4096;
+  void insert(size_t offset, size_t length) {
+    free_at_.emplace(offset, length);
+    free_by_length_.emplace(length, offset);
+  }
+  void erase(size_t offset, size_t length) {
+    free_at_.erase(offset);
+    free_by_length_.erase({length, offset});
+  }
+  int fd_ = -1;
+  char* base_ = nullptr;
+  size_t bytes_ = 0;
+  std::map<size_t, size_t> free_at_;                   // offset -> length
+  std::set<std::pair<size_t, size_t>> free_by_length_;  // (length, offset): best fit
 };
 
 struct State {
@@ -59,6 +141,7 @@ struct State {
   std::vector<bool> held;
   std::vector<int64_t*> usage_slot;
   std::unordered_map<const void*, Block> blocks;
+  SharedArena arena;  // share_device_memory
   bool configured = false;
   std::string unavailable;  // why configuration failed, if it did
 };
@@ -392,9 +475,15 @@ void* allocate(int device, size_t nbytes) {
     if (!ok) {
       allocated = s.stats[device].allocated;
     } else {
-      size_t mapped = 0;
+      size_t mapped = 0, shared = 0;
       try {
-        p = strict() ? map_pages(nbytes, &mapped) : c10::alloc_cpu(nbytes);
+        if (strict()) {
+          p = map_pages(nbytes, &mapped);
+        } else if (s.arena.active() && nbytes >= kSharedMinBytes && (p = s.arena.take(SharedArena::rounded(nbytes)))) {
+          shared = SharedArena::rounded(nbytes);
+        } else {
+          p = c10::alloc_cpu(nbytes);
+        }
       } catch (...) {
         s.stats[device].allocated -= nbytes;
         s.stats[device].live_allocs--;
@@ -403,6 +492,7 @@ void* allocate(int device, size_t nbytes) {
         throw;
       }
       Block block{device, nbytes, false, mapped};
+      block.shared = shared;
       if (mapped && t_scope_depth > 0) {  // opened for the thread's host-access scope
         block.generation = ++g_generation;
         block.open = 1;
@@ -448,6 +538,10 @@ void release(void* ptr) {
   notify(MemoryEvent::Free, block.device, ptr, block.nbytes, allocated);  // before the address can be reused
   if (block.mapped) {
     munmap(ptr, block.mapped);
+  } else if (block.shared) {
+    auto& s = state();
+    std::lock_guard<std::mutex> g(s.mu);
+    s.arena.give(ptr, block.shared);
   } else {
     c10::free_cpu(ptr);
   }
@@ -553,6 +647,26 @@ void copy_device_to_device(void* dst, size_t dst_offset, const void* src, size_t
                static_cast<const char*>(open_host_access(s)) + src_offset, nbytes);
   close_host_access(s);
   close_host_access(dst);
+}
+
+void share_device_memory() {
+  auto& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  if (strict() || s.arena.active() || !s.configured) return;  // strict: each block on pages of its own
+  // Address space, not memory: twice what this process's cores may hold (room for fragmentation).
+  // Allocations that find no room fall back to private memory (collectives then stage them).
+  const int64_t budget = s.budget.empty() ? 0 : s.budget[std::clamp(s.default_device, 0, static_cast<int>(s.budget.size()) - 1)];
+  const size_t bytes = std::clamp<size_t>(2 * static_cast<size_t>(std::max<int64_t>(budget, 0)), size_t(1) << 30,
+                                          size_t(1) << 38);
+  if (!s.arena.create(bytes)) return;  // the host cannot (no memfd): private memory, as before
+  static bool registered = false;
+  if (!registered) registered = ::pthread_atfork(nullptr, nullptr, [] { state().arena.after_fork(); }) == 0;
+}
+
+SharedMemory shared_memory() {
+  auto& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  return s.arena.describe();
 }
 
 void synchronize(int device) {

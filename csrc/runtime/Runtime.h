@@ -116,6 +116,22 @@ struct LiveBlock {
 };
 std::vector<LiveBlock> live_blocks();
 
+// Device memory the other processes of the host can read directly, as the cores of an instance read
+// each other's HBM over NeuronLink (collectives between the ranks of a host: distributed/PeerMemory.h).
+// After share_device_memory() (a process group whose ranks share the host calls it), the emulator
+// places allocations of kSharedMinBytes and more in one shared-memory arena, a memfd that the peers map
+// through /proc/<pid>/fd/<fd>; shared_memory() describes it (fd -1: none; strict mode never shares).
+// Device memory at host address p, n bytes, is readable by the peers at offset p - base when it lies in
+// [base, base + bytes). A real runtime would give NeuronLink addresses instead.
+struct SharedMemory {
+  int fd = -1;
+  const char* base = nullptr;
+  size_t bytes = 0;
+};
+constexpr size_t kSharedMinBytes = size_t(64) << 10;
+void share_device_memory();
+SharedMemory shared_memory();
+
 void synchronize(int device);
 
 CoreStats stats(int device);
