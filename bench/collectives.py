@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import tempfile
 import time
 
 import torch
@@ -192,7 +193,10 @@ def _train(ranks: int) -> None:
                f"--master-port={_free_port()}", os.path.join(ROOT, "examples", "train_tp_fsdp.py")]
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
         if out.returncode != 0:
-            raise SystemExit(f"train_tp_fsdp.py ({label}) failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+            # The ranks' own errors first: torchrun's summary at the end of stderr names no cause.
+            causes = [line for line in out.stderr.splitlines() if re.match(r"\[rank\d+\]: \S*(Error|Exception)", line)]
+            raise SystemExit(f"train_tp_fsdp.py ({label}) failed:\n" + "\n".join(causes[:8]) +
+                             f"\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
         losses = re.findall(r"step \d+ loss (\S+)", out.stdout)
         tokens = float(re.search(r"(\d+) tokens/s", out.stdout).group(1))
         results[label] = (tokens, losses)
@@ -216,6 +220,11 @@ def main() -> None:
                         help="instead: examples/train_tp_fsdp.py on RANKS ranks, shared memory vs gloo")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # The ranks hold cores of an emulated instance of their own (a private core registry): a core that
+    # another job on this machine holds in the default registry would make a rank fail (a held core
+    # is an error, as on Neuron), and did: the --train run of 2026-12-04 lost ranks 0 and 1 that way.
+    registry = tempfile.TemporaryDirectory(prefix="torchneuron-bench-cores-")
+    os.environ.setdefault("TORCHNEURON_CORE_REGISTRY", os.path.join(registry.name, "cores"))
     if args.train:
         print(f"examples/train_tp_fsdp.py on {args.train} ranks; {os.cpu_count()} CPUs, load average "
               f"{os.getloadavg()[0]:.1f}")

@@ -266,8 +266,9 @@ void SharedMemoryCollectives::all_reduce(void* data, int64_t count, at::ScalarTy
       }
       return;
     }
-    if (peers_ && root < 0 && count * static_cast<int64_t>(e) >= kPeerMemoryMinBytes) {
-      const auto where = locate_all(mine, count * e);
+    const int64_t bytes = count * static_cast<int64_t>(e);
+    if (peers_ && root < 0 && bytes > static_cast<int64_t>(slot_bytes_)) {
+      const auto where = locate_all(mine, bytes);
       if (std::all_of(where.begin(), where.end(), [](uint64_t w) { return w != 0; })) {
         // Every rank's tensor is readable by all: rank r reduces chunk r of every tensor, in rank order,
         // into its own (in place: only rank r reads or writes chunk r in this phase); all meet; every rank
@@ -287,6 +288,11 @@ void SharedMemoryCollectives::all_reduce(void* data, int64_t count, at::ScalarTy
         return;
       }
     }
+    // One piece (up to a slot): a rank whose tensor the peers can read in place (PeerMemory) publishes
+    // where it is instead of copying it in; the others read it there. Still two meetings: the tensors
+    // are read only before the second, and the reduced chunks go out through the slots.
+    auto* locations = reinterpret_cast<uint64_t*>(segment_->data() + locations_offset(size_));
+    const bool one_piece = peers_ && bytes <= static_cast<int64_t>(slot_bytes_);
     const int64_t piece = static_cast<int64_t>(slot_bytes_ / e);
     for (int64_t off = 0; off < count; off += piece) {
       const int64_t len = std::min(piece, count - off);
@@ -294,13 +300,18 @@ void SharedMemoryCollectives::all_reduce(void* data, int64_t count, at::ScalarTy
       char* own = slot(b, rank_);
       char* local = mine + off * e;
       auto begin = [&](int c) { return chunk_begin(len, size_, c); };
+      const uint64_t in_place = one_piece ? peers_->locate(mine, bytes) : 0;
+      if (one_piece) std::atomic_ref<uint64_t>(locations[rank_]).store(in_place, std::memory_order_release);
       // The chunks the others reduce; chunk rank_ stays here and is reduced in place.
-      for (int c = 0; c < size_; ++c) {
+      for (int c = 0; c < size_ && !in_place; ++c) {
         if (c != rank_) std::memcpy(own + begin(c) * e, local + begin(c) * e, (begin(c + 1) - begin(c)) * e);
       }
       wait_barrier();
       const int64_t b0 = begin(rank_), n0 = begin(rank_ + 1) - b0;
-      for (int q = 0; q < size_; ++q) srcs[q] = q == rank_ ? local + b0 * e : slot(b, q) + b0 * e;
+      for (int q = 0; q < size_; ++q) {
+        const uint64_t at = one_piece && q != rank_ ? std::atomic_ref<uint64_t>(locations[q]).load(std::memory_order_acquire) : 0;
+        srcs[q] = q == rank_ ? local + b0 * e : at ? peers_->at(q, at) + b0 * e : slot(b, q) + b0 * e;
+      }
       // Into this rank's slot (the others copy it out from there), then here.
       reduce_in_rank_order(own + b0 * e, srcs.data(), size_, n0, dtype, op);
       if (root < 0 || root == rank_) std::memcpy(local + b0 * e, own + b0 * e, n0 * e);
