@@ -203,8 +203,14 @@ def _train(ranks: int) -> None:
         print(f"{label:>14}: {tokens:8.0f} tokens/s, losses {' '.join(losses)}; load average "
               f"{os.getloadavg()[0]:.1f}", flush=True)
     (shm_tokens, shm_losses), (gloo_tokens, gloo_losses) = results["shared memory"], results["gloo"]
+    # Bit-identical losses cannot be expected: the shared-memory path reduces in rank order, gloo's ring
+    # in an order that depends on the chunk (docs/distributed.md), so gradients differ in the last bits.
+    worst = max((abs(float(a) - float(b)) / max(abs(float(b)), 1e-12) for a, b in zip(shm_losses, gloo_losses)),
+                default=float("inf"))
+    same = len(shm_losses) == len(gloo_losses) and worst <= 1e-3
     print(f"tokens/s shared memory / gloo: {shm_tokens / gloo_tokens:.2f} (target >= 2); losses "
-          f"{'identical' if shm_losses == gloo_losses else 'DIFFER'}")
+          f"{'identical' if shm_losses == gloo_losses else 'equal' if same else 'DIFFER'}"
+          f" (largest relative difference {worst:.1e}; limit 1e-3: reduction orders differ)")
 
 
 def main() -> None:

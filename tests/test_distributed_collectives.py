@@ -322,13 +322,14 @@ def check_peer_memory(t: Rank) -> None:
         x = t.data((big,), dtype, salt=70)
         n, c = x.to(t.dev), x.clone()
         dist.all_reduce(n)
-        dist.all_reduce(c, group=t.gloo)
-        t.same(f"all_reduce of 3 MiB {dtype}", n, c)
-        if t.shared_memory:
+        if t.shared_memory:  # bit-exact in the documented order (gloo's order differs: bfloat16 by more than 1e-2)
             want = t.data((big,), dtype, salt=70, r=0)
             for r in range(1, t.world):
                 want = want + t.data((big,), dtype, salt=70, r=r)
             t.check(f"all_reduce of 3 MiB {dtype} in rank order", torch.equal(n.cpu(), want))
+        else:
+            dist.all_reduce(c, group=t.gloo)
+            t.same(f"all_reduce of 3 MiB {dtype}", n, c)
     x = t.data((t.world * big,), torch.float32, salt=71)
     n = torch.empty(big, device=t.dev)
     dist.reduce_scatter_tensor(n, x.to(t.dev))
