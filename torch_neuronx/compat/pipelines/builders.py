@@ -607,6 +607,20 @@ _SANA_VIDEO_CALL = {"frames": 9, "max_sequence_length": 16, "complex_human_instr
                     "use_resolution_binning": False}
 
 
+def _helios() -> dict:
+    from diffusers import HeliosScheduler
+    return _t5(C.helios_transformer, C.wan_vae, lambda: HeliosScheduler(stage_range=[0, 1], stages=1,
+                                                                         use_dynamic_shifting=True), umt5=True)()
+
+
+def _motif_video() -> dict:
+    from diffusers import AdaptiveProjectedGuidance
+    tok = C.t5_tokenizer()
+    return {"transformer": C.motif_video_transformer(), "vae": C.wan_vae(),
+            "scheduler": _scheduler("FlowMatchEulerDiscreteScheduler", shift=7.0)(),
+            "text_encoder": C.t5gemma2_encoder(tok), "tokenizer": tok, "guider": AdaptiveProjectedGuidance()}
+
+
 def _zimage() -> dict:
     tok = C.qwen2_chat_tokenizer()
     return {"transformer": C.zimage_transformer(),
@@ -886,6 +900,11 @@ RECIPES: dict[str, Recipe] = {
                                                                 "mask_video": _mask_video(9, 16),
                                                                 "video": _video_tensor(8, 9, 16)},
                                          size=16),
+    # text to video: neither an image nor a video to continue
+    "HeliosPipeline": Recipe(_helios, {"max_sequence_length": 16, "num_frames": 9, "guidance_scale": 1.0,
+                                       "image": None, "video": None}, size=16),
+    "MotifVideoPipeline": Recipe(_motif_video, {"max_sequence_length": 16, "num_frames": 9,
+                                                "negative_prompt": "bad quality"}, size=16),
     "SanaVideoPipeline": Recipe(_sana_video, _SANA_VIDEO_CALL),
     "SanaImageToVideoPipeline": Recipe(_sana_video, _SANA_VIDEO_CALL),
     # T5-conditioned video transformers
@@ -962,6 +981,8 @@ _COSMOS_GUARDRAIL = ("needs package", "its safety checker is cosmos_guardrail's 
 _QWEN2_VL_PROCESSOR = ("needs package", "its Qwen2VLProcessor cannot be made without torchvision (not installed): "
                        "Transformers 5.23 checks the video processor's class, a torchvision placeholder here")
 UNBUILDABLE: dict[str, tuple[str, str]] = {
+    "StableAudioPipeline": ("needs package", "its scheduler, CosineDPMSolverMultistepScheduler, needs torchsde "
+                                             "(not installed)"),
     **{name: _COSMOS_GUARDRAIL for name in (
         "CosmosTextToWorldPipeline", "CosmosVideoToWorldPipeline", "Cosmos2TextToImagePipeline",
         "Cosmos2VideoToWorldPipeline", "Cosmos2_5_PredictBasePipeline", "Cosmos2_5_TransferPipeline")},

@@ -1128,3 +1128,27 @@ def chronoedit_transformer():
                                         in_channels=36, out_channels=16, text_dim=TEXT_DIM, freq_dim=256, ffn_dim=32,
                                         num_layers=2, cross_attn_norm=True, qk_norm="rms_norm_across_heads",
                                         rope_max_seq_len=32, image_dim=4)
+
+
+def helios_transformer():
+    from diffusers import HeliosTransformer3DModel
+    return HeliosTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=12, in_channels=16,
+                                    out_channels=16, text_dim=TEXT_DIM, freq_dim=256, ffn_dim=32, num_layers=2,
+                                    cross_attn_norm=True, qk_norm="rms_norm_across_heads", rope_dim=(4, 4, 4),
+                                    has_multi_term_memory_patch=True, guidance_cross_attn=True,
+                                    zero_history_timestep=True, is_amplify_history=False)
+
+
+def t5gemma2_encoder(tokenizer, hidden: int = 32):
+    from transformers import T5Gemma2Encoder, T5Gemma2EncoderConfig, T5Gemma2TextConfig
+    text_config = T5Gemma2TextConfig(hidden_size=hidden, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=64, vocab_size=vocab_size(tokenizer), max_position_embeddings=128,
+                                     head_dim=16, num_key_value_heads=2, dropout_rate=0.0)
+    return T5Gemma2Encoder(T5Gemma2EncoderConfig(text_config=text_config)).eval()
+
+
+def motif_video_transformer():
+    from diffusers import MotifVideoTransformer3DModel
+    return MotifVideoTransformer3DModel(in_channels=33, out_channels=16, num_attention_heads=2, attention_head_dim=12,
+                                        num_layers=1, num_single_layers=1, mlp_ratio=4.0, patch_size=1,
+                                        patch_size_t=1, qk_norm="rms_norm", text_embed_dim=32, rope_axes_dim=(4, 4, 4))
