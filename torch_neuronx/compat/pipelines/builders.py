@@ -621,6 +621,25 @@ def _motif_video() -> dict:
             "text_encoder": C.t5gemma2_encoder(tok), "tokenizer": tok, "guider": AdaptiveProjectedGuidance()}
 
 
+def _hunyuan_video15() -> dict:
+    from transformers import ByT5Tokenizer
+    from diffusers import ClassifierFreeGuidance
+    tok, tok2 = C.qwen2_chat_tokenizer(), ByT5Tokenizer()
+    return {"transformer": C.hunyuan_video15_transformer(), "vae": C.hunyuan_video15_vae(),
+            "scheduler": _scheduler("FlowMatchEulerDiscreteScheduler", shift=7.0)(),
+            "text_encoder": C.qwen25_vl_text(tok), "tokenizer": tok, "text_encoder_2": C.t5_encoder(tok2),
+            "tokenizer_2": tok2, "guider": ClassifierFreeGuidance(guidance_scale=1.0)}
+
+
+def _krea2() -> dict:
+    from diffusers import FlowMatchEulerDiscreteScheduler
+    tok = C.qwen2_chat_tokenizer()
+    return {"transformer": C.krea2_transformer(), "vae": C.qwenimage_vae(), "text_encoder": C.qwen3_vl(tok),
+            "tokenizer": tok, "text_encoder_select_layers": (0, 1, 2),
+            "scheduler": FlowMatchEulerDiscreteScheduler(use_dynamic_shifting=True, base_shift=0.5, max_shift=1.15,
+                                                         base_image_seq_len=256, max_image_seq_len=6400)}
+
+
 def _zimage() -> dict:
     tok = C.qwen2_chat_tokenizer()
     return {"transformer": C.zimage_transformer(),
@@ -846,6 +865,7 @@ RECIPES: dict[str, Recipe] = {
     "ZImageControlNetInpaintPipeline": Recipe(lambda: _zimage() | {"controlnet": C.zimage_controlnet(33)},
                                               _ZIMAGE_CALL),
     "ZImagePipeline": Recipe(_zimage, _ZIMAGE_CALL),
+    "Krea2Pipeline": Recipe(_krea2, {"max_sequence_length": 16, "negative_prompt": "bad quality"}),
     "ZImageImg2ImgPipeline": Recipe(_zimage, _ZIMAGE_CALL | {"strength": 0.8}),
     "ZImageInpaintPipeline": Recipe(_zimage, _ZIMAGE_CALL | {"strength": 0.8}),
     # video from Stable Diffusion's components
@@ -905,6 +925,7 @@ RECIPES: dict[str, Recipe] = {
                                        "image": None, "video": None}, size=16),
     "MotifVideoPipeline": Recipe(_motif_video, {"max_sequence_length": 16, "num_frames": 9,
                                                 "negative_prompt": "bad quality"}, size=16),
+    "HunyuanVideo15Pipeline": Recipe(_hunyuan_video15, {"num_frames": 9}, size=16),
     "SanaVideoPipeline": Recipe(_sana_video, _SANA_VIDEO_CALL),
     "SanaImageToVideoPipeline": Recipe(_sana_video, _SANA_VIDEO_CALL),
     # T5-conditioned video transformers

@@ -1152,3 +1152,46 @@ def motif_video_transformer():
     return MotifVideoTransformer3DModel(in_channels=33, out_channels=16, num_attention_heads=2, attention_head_dim=12,
                                         num_layers=1, num_single_layers=1, mlp_ratio=4.0, patch_size=1,
                                         patch_size_t=1, qk_norm="rms_norm", text_embed_dim=32, rope_axes_dim=(4, 4, 4))
+
+
+def hunyuan_video15_transformer():
+    from diffusers import HunyuanVideo15Transformer3DModel
+    return HunyuanVideo15Transformer3DModel(in_channels=9, out_channels=4, num_attention_heads=2, attention_head_dim=8,
+                                            num_layers=1, num_refiner_layers=1, mlp_ratio=2.0, patch_size=1,
+                                            patch_size_t=1, text_embed_dim=16, text_embed_2_dim=32,
+                                            image_embed_dim=12, rope_axes_dim=(2, 2, 4), target_size=16,
+                                            task_type="t2v")
+
+
+def hunyuan_video15_vae():
+    from diffusers import AutoencoderKLHunyuanVideo15
+    return AutoencoderKLHunyuanVideo15(in_channels=3, out_channels=3, latent_channels=4, block_out_channels=(16, 16),
+                                       layers_per_block=1, spatial_compression_ratio=4, temporal_compression_ratio=2,
+                                       downsample_match_channel=False, upsample_match_channel=False)
+
+
+def qwen25_vl_text(tokenizer, hidden: int = 16):
+    """Qwen2.5-VL's language model alone (HunyuanVideo 1.5's text encoder)."""
+    from transformers import Qwen2_5_VLTextConfig, Qwen2_5_VLTextModel
+    return Qwen2_5_VLTextModel(Qwen2_5_VLTextConfig(
+        hidden_size=hidden, intermediate_size=16, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+        vocab_size=vocab_size(tokenizer), rope_theta=1000000.0,
+        rope_scaling={"mrope_section": [1, 1, 2], "rope_type": "default", "type": "default"}))
+
+
+def krea2_transformer():
+    from diffusers import Krea2Transformer2DModel
+    return Krea2Transformer2DModel(in_channels=16, num_layers=2, attention_head_dim=8, num_attention_heads=4,
+                                   num_key_value_heads=2, intermediate_size=32, timestep_embed_dim=8,
+                                   text_hidden_dim=16, num_text_layers=3, text_num_attention_heads=2,
+                                   text_num_key_value_heads=1, text_intermediate_size=16, num_layerwise_text_blocks=1,
+                                   num_refiner_text_blocks=1, axes_dims_rope=(4, 2, 2), rope_theta=1000.0)
+
+
+def qwen3_vl(tokenizer, hidden: int = 16):
+    from transformers import Qwen3VLConfig, Qwen3VLModel
+    return Qwen3VLModel(Qwen3VLConfig(
+        text_config={"hidden_size": hidden, "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+                     "num_key_value_heads": 2, "head_dim": 8, "vocab_size": vocab_size(tokenizer)},
+        vision_config={"depth": 2, "hidden_size": 16, "intermediate_size": 16, "num_heads": 2, "out_hidden_size": hidden},
+        vocab_size=vocab_size(tokenizer))).eval()
