@@ -640,6 +640,30 @@ def _krea2() -> dict:
                                                          base_image_seq_len=256, max_image_seq_len=6400)}
 
 
+def _ovis() -> dict:
+    from transformers import Qwen3Config, Qwen3Model
+    tok = C.qwen2_chat_tokenizer()
+    return {"transformer": C.ovis_transformer(), "vae": C.vae_flux(), "scheduler": C.flow_match(), "tokenizer": tok,
+            "text_encoder": Qwen3Model(Qwen3Config(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                                   num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                                   vocab_size=C.vocab_size(tok), max_position_embeddings=512))}
+
+
+def _bria() -> dict:
+    from diffusers import AutoencoderKL
+    vae = AutoencoderKL(act_fn="silu", block_out_channels=(32,), in_channels=3, out_channels=3,
+                        down_block_types=["DownEncoderBlock2D"], up_block_types=["UpDecoderBlock2D"], latent_channels=4,
+                        sample_size=32, shift_factor=0, scaling_factor=0.13025, force_upcast=False)
+    return _t5(C.bria_transformer, lambda: vae, C.flow_match)()
+
+
+def _prx() -> dict:
+    tok = C.gemma_tokenizer()
+    tok.model_max_length = 64
+    return {"transformer": C.prx_transformer(), "vae": C.vae_flux(latent_channels=4), "scheduler": C.flow_match(),
+            "text_encoder": C.t5gemma_encoder(tok), "tokenizer": tok}
+
+
 def _zimage() -> dict:
     tok = C.qwen2_chat_tokenizer()
     return {"transformer": C.zimage_transformer(),
@@ -865,6 +889,9 @@ RECIPES: dict[str, Recipe] = {
     "ZImageControlNetInpaintPipeline": Recipe(lambda: _zimage() | {"controlnet": C.zimage_controlnet(33)},
                                               _ZIMAGE_CALL),
     "ZImagePipeline": Recipe(_zimage, _ZIMAGE_CALL),
+    "OvisImagePipeline": Recipe(_ovis, {"max_sequence_length": 32, "negative_prompt": "bad quality"}, size=16),
+    "BriaPipeline": Recipe(_bria, {"max_sequence_length": 48, "negative_prompt": "bad, ugly"}, size=16),
+    "PRXPipeline": Recipe(_prx, {"use_resolution_binning": False, "guidance_scale": 1.0}),
     "Krea2Pipeline": Recipe(_krea2, {"max_sequence_length": 16, "negative_prompt": "bad quality"}),
     "ZImageImg2ImgPipeline": Recipe(_zimage, _ZIMAGE_CALL | {"strength": 0.8}),
     "ZImageInpaintPipeline": Recipe(_zimage, _ZIMAGE_CALL | {"strength": 0.8}),

@@ -1195,3 +1195,36 @@ def qwen3_vl(tokenizer, hidden: int = 16):
                      "num_key_value_heads": 2, "head_dim": 8, "vocab_size": vocab_size(tokenizer)},
         vision_config={"depth": 2, "hidden_size": 16, "intermediate_size": 16, "num_heads": 2, "out_hidden_size": hidden},
         vocab_size=vocab_size(tokenizer))).eval()
+
+
+def ovis_transformer():
+    from diffusers import OvisImageTransformer2DModel
+    return OvisImageTransformer2DModel(patch_size=1, in_channels=4, out_channels=4, num_layers=1, num_single_layers=1,
+                                       attention_head_dim=16, num_attention_heads=2, joint_attention_dim=32,
+                                       axes_dims_rope=(4, 4, 8))
+
+
+def bria_transformer():
+    from diffusers import BriaTransformer2DModel
+    return BriaTransformer2DModel(patch_size=1, in_channels=16, num_layers=1, num_single_layers=1, attention_head_dim=8,
+                                  num_attention_heads=2, joint_attention_dim=TEXT_DIM, pooled_projection_dim=None,
+                                  axes_dims_rope=[0, 4, 4])
+
+
+def prx_transformer():
+    from diffusers import PRXTransformer2DModel
+    return PRXTransformer2DModel(patch_size=1, in_channels=4, context_in_dim=8, hidden_size=8, mlp_ratio=2.0,
+                                 num_heads=2, depth=1, axes_dim=[2, 2])
+
+
+def t5gemma_encoder(tokenizer):
+    """T5Gemma's encoder (PRX's text encoder), one tiny layer."""
+    from transformers import T5GemmaConfig, T5GemmaEncoder, T5GemmaModuleConfig
+    params = {"vocab_size": vocab_size(tokenizer), "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+              "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 4, "max_position_embeddings": 64,
+              "layer_types": ["full_attention"], "attention_bias": False, "attention_dropout": 0.0,
+              "dropout_rate": 0.0, "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-06,
+              "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "query_pre_attn_scalar": 4,
+              "rope_theta": 10000.0, "sliding_window": 4096}
+    config = T5GemmaConfig(encoder=T5GemmaModuleConfig(**params), is_encoder_decoder=False, **params)
+    return T5GemmaEncoder(config.encoder).eval()
