@@ -560,7 +560,7 @@ def _qwenimage() -> dict:
 def _kandinsky5(video: bool) -> Callable[[], dict]:
     """Kandinsky 5: Qwen2.5-VL and CLIP text encoders. The text-only pipelines are given Qwen's tokenizer where they
     take a Qwen2VLProcessor: for a prompt without images the processor only tokenizes (and it cannot be made here,
-    see _QWEN2_VL_PROCESSOR)."""
+    see _QWEN_VL_PROCESSOR)."""
     def build() -> dict:
         from diffusers import AutoencoderKL
         tok, tok2 = C.qwen2_chat_tokenizer(), C.clip_tokenizer()
@@ -1026,14 +1026,18 @@ _COSMOS_GUARDRAIL = ("needs package", "its safety checker is cosmos_guardrail's 
                      "models from the model hub), and the pipeline refuses to run without one (NVIDIA Open Model License)")
 # Transformers 5.23's processors check every attribute's class, the video processor's too, even when it is None;
 # video processor classes need torchvision, which this environment has not (the CPU torch wheel alone)
-_QWEN2_VL_PROCESSOR = ("needs package", "its Qwen2VLProcessor cannot be made without torchvision (not installed): "
-                       "Transformers 5.23 checks the video processor's class, a torchvision placeholder here")
+_QWEN_VL_PROCESSOR = ("needs package", "its Qwen-VL processor (Qwen2VLProcessor, Qwen2_5_VLProcessor or "
+                      "Qwen3VLProcessor) cannot be made without torchvision (not installed): Transformers 5.23 checks "
+                      "the video processor's class, a torchvision placeholder here")
 UNBUILDABLE: dict[str, tuple[str, str]] = {
     "StableAudioPipeline": ("needs package", "its scheduler, CosineDPMSolverMultistepScheduler, needs torchsde "
                                              "(not installed)"),
     **{name: _COSMOS_GUARDRAIL for name in (
         "CosmosTextToWorldPipeline", "CosmosVideoToWorldPipeline", "Cosmos2TextToImagePipeline",
         "Cosmos2VideoToWorldPipeline", "Cosmos2_5_PredictBasePipeline", "Cosmos2_5_TransferPipeline")},
-    **{name: _QWEN2_VL_PROCESSOR for name in (
+    **{name: _QWEN_VL_PROCESSOR for name in (
         "QwenImageEditPipeline", "QwenImageEditPlusPipeline", "QwenImageEditInpaintPipeline",
-        "QwenImageLayeredPipeline", "Kandinsky5I2IPipeline", "Kandinsky5I2VPipeline")}}
+        "QwenImageLayeredPipeline", "Kandinsky5I2IPipeline", "Kandinsky5I2VPipeline", "Kandinsky6TI2VAPipeline",
+        "LongCatImagePipeline", "LongCatImageEditPipeline", "BriaFibo2Pipeline", "DreamLitePipeline",
+        "DreamLiteMobilePipeline", "JoyImageEditPipeline", "JoyImageEditPlusPipeline", "NucleusMoEImagePipeline",
+        "QwenImage21Pipeline")}}
