@@ -664,6 +664,15 @@ def _prx() -> dict:
             "text_encoder": C.t5gemma_encoder(tok), "tokenizer": tok}
 
 
+def _cosmos3() -> dict:
+    """Cosmos 3 Omni: one transformer reads the prompt's tokens itself. Its safety checker switched off (the
+    pipeline's own option; cosmos_guardrail is not installed)."""
+    from diffusers import UniPCMultistepScheduler
+    tok = C.qwen2_chat_tokenizer()
+    return {"transformer": C.cosmos3_transformer(tok), "text_tokenizer": tok, "vae": C.wan_vae(),
+            "scheduler": UniPCMultistepScheduler(), "enable_safety_checker": False}
+
+
 def _zimage() -> dict:
     tok = C.qwen2_chat_tokenizer()
     return {"transformer": C.zimage_transformer(),
@@ -953,6 +962,11 @@ RECIPES: dict[str, Recipe] = {
     "MotifVideoPipeline": Recipe(_motif_video, {"max_sequence_length": 16, "num_frames": 9,
                                                 "negative_prompt": "bad quality"}, size=16),
     "HunyuanVideo15Pipeline": Recipe(_hunyuan_video15, {"num_frames": 9}, size=16),
+    # text to image: no image, no video to condition on
+    "Cosmos3OmniPipeline": Recipe(_cosmos3, {"num_frames": 1, "guidance_scale": 1.0, "image": None, "video": None,
+                                             "negative_prompt": "bad quality", "use_system_prompt": False,
+                                             "add_resolution_template": False, "add_duration_template": False},
+                                  size=16),
     "SanaVideoPipeline": Recipe(_sana_video, _SANA_VIDEO_CALL),
     "SanaImageToVideoPipeline": Recipe(_sana_video, _SANA_VIDEO_CALL),
     # T5-conditioned video transformers

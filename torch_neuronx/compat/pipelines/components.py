@@ -1228,3 +1228,11 @@ def t5gemma_encoder(tokenizer):
               "rope_theta": 10000.0, "sliding_window": 4096}
     config = T5GemmaConfig(encoder=T5GemmaModuleConfig(**params), is_encoder_decoder=False, **params)
     return T5GemmaEncoder(config.encoder).eval()
+
+
+def cosmos3_transformer(tokenizer):
+    from diffusers import Cosmos3OmniTransformer
+    return Cosmos3OmniTransformer(head_dim=6, hidden_act="relu2", hidden_size=6, intermediate_size=12, latent_channel=16,
+                                  latent_patch_size=1, num_attention_heads=1, num_hidden_layers=1,
+                                  num_key_value_heads=1, patch_latent_dim=16, qk_norm_for_text=False, rms_norm_eps=1e-5,
+                                  rope_axes_dim=[1, 1, 1], vocab_size=vocab_size(tokenizer))
