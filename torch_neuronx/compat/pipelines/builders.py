@@ -673,6 +673,24 @@ def _cosmos3() -> dict:
             "scheduler": UniPCMultistepScheduler(), "enable_safety_checker": False}
 
 
+def _amused() -> dict:
+    """aMUSEd: a masked-token transformer (UVit2D) over a VQ-GAN's codebook (8 codes, a mask token at 31)."""
+    from diffusers import AmusedScheduler, UVit2DModel, VQModel
+    tok = C.clip_tokenizer()
+    transformer = UVit2DModel(hidden_size=8, use_bias=False, hidden_dropout=0.0, cond_embed_dim=8,
+                              micro_cond_encode_dim=2, micro_cond_embed_dim=10, encoder_hidden_size=8, vocab_size=32,
+                              codebook_size=8, in_channels=8, block_out_channels=8, num_res_blocks=1, downsample=True,
+                              upsample=True, block_num_heads=1, num_hidden_layers=1, num_attention_heads=1,
+                              attention_dropout=0.0, intermediate_size=8, layer_norm_eps=1e-06,
+                              ln_elementwise_affine=True)
+    vqvae = VQModel(act_fn="silu", block_out_channels=[8], down_block_types=["DownEncoderBlock2D"], in_channels=3,
+                    latent_channels=8, layers_per_block=1, norm_num_groups=8, num_vq_embeddings=8, out_channels=3,
+                    sample_size=8, up_block_types=["UpDecoderBlock2D"], mid_block_add_attention=False,
+                    lookup_from_codebook=True, force_upcast=False)
+    return {"transformer": transformer, "scheduler": AmusedScheduler(mask_token_id=31), "vqvae": vqvae,
+            "text_encoder": C.clip_text(tok, with_projection=True, hidden=8), "tokenizer": tok}
+
+
 def _zimage() -> dict:
     tok = C.qwen2_chat_tokenizer()
     return {"transformer": C.zimage_transformer(),
@@ -772,6 +790,9 @@ RECIPES: dict[str, Recipe] = {
     "KarrasVePipeline": Recipe(_unconditional("KarrasVeScheduler"), size=16),
     "RePaintPipeline": Recipe(_unconditional("RePaintScheduler"), {"jump_length": 1, "jump_n_sample": 1}),
     "DiTPipeline": Recipe(_dit, {"class_labels": [1]}, size=16),
+    "AmusedPipeline": Recipe(_amused, size=8),
+    "AmusedImg2ImgPipeline": Recipe(_amused, {"strength": 0.8}, size=8),
+    "AmusedInpaintPipeline": Recipe(_amused, {"strength": 0.8}, size=8),
     "LDMPipeline": Recipe(_ldm),
     "LDMSuperResolutionPipeline": Recipe(_ldm_super_resolution),  # the image is cropped to a multiple of 32
     "DanceDiffusionPipeline": Recipe(lambda: {"unet": C.unet_1d(), "scheduler": _scheduler("IPNDMScheduler")()}),
