@@ -32,6 +32,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_local_scalar_dense", native::local_scalar_dense);
   m.impl("record_stream", native::record_stream);
   m.impl("_has_compatible_shallow_copy_type", native::has_compatible_shallow_copy_type);
+  m.impl("mm", native::mm);
+  m.impl("addmm", native::addmm);
+  m.impl("bmm", native::bmm);
   m.impl("histc", native::histc_any_dtype);
   m.impl("histc.out", native::histc_out);
   m.impl("convolution_overrideable", native::convolution);

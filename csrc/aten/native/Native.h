@@ -46,6 +46,13 @@ at::Scalar local_scalar_dense(const at::Tensor& self);
 // The host view of a tensor of either device: a host alias of a neuron tensor, a CPU tensor as is.
 at::Tensor as_host(const at::Tensor& t);
 
+// MatMul.cpp: the host's BLAS kernel on host aliases, output allocated on the core; calls outside the
+// common case (one core, one floating dtype) take the boxed fallback.
+at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2);
+at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
+                 const at::Scalar& alpha);
+at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2);
+
 // Histc.cpp
 at::Tensor histc_any_dtype(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max);
 at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max,
