@@ -343,15 +343,16 @@ def allegro_transformer():
                                      sample_frames=8, caption_channels=TEXT_DIM)
 
 
-def kandinsky_unet(in_channels: int = 4, addition_embed_type: str = "image"):
+def kandinsky_unet(in_channels: int = 4, addition_embed_type: str = "image", encoder_hid_dim_type: str = "image_proj"):
     """Kandinsky 2.2's decoder UNet: conditioned on a CLIP image embedding (TEXT_DIM wide), not on text
-    (addition_embed_type="image_hint": and on a control image, the ControlNet pipelines)."""
+    (addition_embed_type="image_hint": and on a control image, the ControlNet pipelines). Kandinsky 2.1's
+    is the same UNet conditioned on text and image ("text_image", "text_image_proj": kandinsky21_unet)."""
     from diffusers import UNet2DConditionModel
     return UNet2DConditionModel(in_channels=in_channels, out_channels=8, addition_embed_type=addition_embed_type,
                                 down_block_types=("ResnetDownsampleBlock2D", "SimpleCrossAttnDownBlock2D"),
                                 up_block_types=("SimpleCrossAttnUpBlock2D", "ResnetUpsampleBlock2D"),
                                 mid_block_type="UNetMidBlock2DSimpleCrossAttn", block_out_channels=(32, 64),
-                                layers_per_block=1, encoder_hid_dim=TEXT_DIM, encoder_hid_dim_type="image_proj",
+                                layers_per_block=1, encoder_hid_dim=TEXT_DIM, encoder_hid_dim_type=encoder_hid_dim_type,
                                 cross_attention_dim=32, attention_head_dim=4, resnet_time_scale_shift="scale_shift",
                                 class_embed_type=None)
 
@@ -943,14 +944,7 @@ def multilingual_clip(tokenizer):
 
 def kandinsky21_unet(in_channels: int = 4):
     """Kandinsky 2.1's decoder UNet: conditioned on text (MCLIP) and a CLIP image embedding."""
-    from diffusers import UNet2DConditionModel
-    return UNet2DConditionModel(in_channels=in_channels, out_channels=8, addition_embed_type="text_image",
-                                down_block_types=("ResnetDownsampleBlock2D", "SimpleCrossAttnDownBlock2D"),
-                                up_block_types=("SimpleCrossAttnUpBlock2D", "ResnetUpsampleBlock2D"),
-                                mid_block_type="UNetMidBlock2DSimpleCrossAttn", block_out_channels=(32, 64),
-                                layers_per_block=1, encoder_hid_dim=TEXT_DIM, encoder_hid_dim_type="text_image_proj",
-                                cross_attention_dim=32, attention_head_dim=4, resnet_time_scale_shift="scale_shift",
-                                class_embed_type=None)
+    return kandinsky_unet(in_channels, addition_embed_type="text_image", encoder_hid_dim_type="text_image_proj")
 
 
 def gemma3(tokenizer, hidden: int = 16, layers: int = 2):
