@@ -9,6 +9,7 @@
 // hardware. No caching: host malloc is already fast and a cache would only blur
 // the accounting.
 #include "Runtime.h"
+#include "BlockTable.h"
 
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
@@ -140,7 +141,7 @@ struct State {
   std::vector<std::string> lock_header;
   std::vector<bool> held;
   std::vector<int64_t*> usage_slot;
-  std::unordered_map<const void*, Block> blocks;
+  BlockTable<Block> blocks;
   SharedArena arena;  // share_device_memory
   bool configured = false;
   std::string unavailable;  // why configuration failed, if it did
@@ -316,7 +317,6 @@ void configure(const std::vector<int64_t>& hbm_bytes, const std::vector<std::str
   s.usage_slot.assign(n, nullptr);
   const char* strict_env = std::getenv("TORCHNEURON_STRICT_MEMORY");
   g_strict.store(strict_env && std::strcmp(strict_env, "1") == 0);
-  s.blocks.reserve(1 << 14);  // no rehash on the allocation path of a typical model
   s.configured = true;
 }
 
@@ -499,7 +499,7 @@ void* allocate(int device, size_t nbytes) {
         protect(p, mapped, PROT_READ | PROT_WRITE);
         t_scope_blocks.emplace_back(p, block.generation);
       }
-      s.blocks.emplace(p, block);
+      s.blocks.insert(p, block);
       allocated = s.stats[device].allocated;
     }
   }
@@ -515,9 +515,7 @@ void* allocate(int device, size_t nbytes) {
 static bool forget(const void* ptr, Block& block, int64_t& allocated) {
   auto& s = state();
   std::lock_guard<std::mutex> g(s.mu);
-  auto it = s.blocks.find(ptr);
-  if (it == s.blocks.end()) return false;
-  block = it->second;
+  if (!s.blocks.take(ptr, block)) return false;
   auto& st = s.stats[block.device];
   st.allocated -= block.nbytes;
   s.bank_used[s.bank[block.device]] -= block.nbytes;
@@ -526,7 +524,6 @@ static bool forget(const void* ptr, Block& block, int64_t& allocated) {
   st.num_frees++;
   st.live_allocs--;
   allocated = st.allocated;
-  s.blocks.erase(it);
   return true;
 }
 
@@ -557,7 +554,7 @@ bool adopt(int device, void* ptr, size_t nbytes) {
   {
     std::lock_guard<std::mutex> g(s.mu);
     ok = reserve(s, device, nbytes);
-    if (ok) s.blocks.emplace(ptr, Block{device, nbytes, true});
+    if (ok) s.blocks.insert(ptr, Block{device, nbytes, true});
     allocated = s.stats[device].allocated;
   }
   notify(ok ? MemoryEvent::Alloc : MemoryEvent::Oom, device, ok ? ptr : nullptr, nbytes, allocated);
@@ -578,24 +575,23 @@ std::vector<LiveBlock> live_blocks() {
   std::lock_guard<std::mutex> g(s.mu);
   std::vector<LiveBlock> out;
   out.reserve(s.blocks.size());
-  for (const auto& [ptr, block] : s.blocks) out.push_back({ptr, block.device, block.nbytes});
+  s.blocks.for_each([&](const void* ptr, const Block& block) { out.push_back({ptr, block.device, block.nbytes}); });
   return out;
 }
 
 int device_of(const void* ptr) {
   auto& s = state();
   std::lock_guard<std::mutex> g(s.mu);
-  auto it = s.blocks.find(ptr);
-  return it == s.blocks.end() ? -1 : it->second.device;
+  const Block* block = s.blocks.find(ptr);
+  return block ? block->device : -1;
 }
 
 void* open_host_access(void* allocation) {
   if (!strict()) return allocation;
   auto& s = state();
   std::lock_guard<std::mutex> g(s.mu);
-  auto it = s.blocks.find(allocation);
-  if (it != s.blocks.end() && it->second.mapped && it->second.open++ == 0)
-    protect(allocation, it->second.mapped, PROT_READ | PROT_WRITE);
+  Block* block = s.blocks.find(allocation);
+  if (block && block->mapped && block->open++ == 0) protect(allocation, block->mapped, PROT_READ | PROT_WRITE);
   return allocation;
 }
 
@@ -603,9 +599,8 @@ void close_host_access(void* allocation) {
   if (!strict()) return;
   auto& s = state();
   std::lock_guard<std::mutex> g(s.mu);
-  auto it = s.blocks.find(allocation);
-  if (it != s.blocks.end() && it->second.mapped && --it->second.open == 0)
-    protect(allocation, it->second.mapped, PROT_NONE);
+  Block* block = s.blocks.find(allocation);
+  if (block && block->mapped && --block->open == 0) protect(allocation, block->mapped, PROT_NONE);
 }
 
 bool guards_host_access() { return strict(); }
@@ -619,9 +614,8 @@ void end_host_access_scope() {
   auto& s = state();
   std::lock_guard<std::mutex> g(s.mu);
   for (auto& [ptr, generation] : t_scope_blocks) {
-    auto it = s.blocks.find(ptr);  // released meanwhile, or another block at the same address: nothing to close
-    if (it != s.blocks.end() && it->second.generation == generation && --it->second.open == 0)
-      protect(ptr, it->second.mapped, PROT_NONE);
+    Block* block = s.blocks.find(ptr);  // released meanwhile, or another block at the same address: nothing to close
+    if (block && block->generation == generation && --block->open == 0) protect(ptr, block->mapped, PROT_NONE);
   }
   t_scope_blocks.clear();
 }
