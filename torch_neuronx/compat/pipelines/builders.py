@@ -21,6 +21,7 @@ class Recipe:
     components: Callable[[], dict]
     call: dict = dataclasses.field(default_factory=dict)  # call arguments beyond the common inputs
     size: int = 32  # image height and width (pixels)
+    method: str = "__call__"  # what generates: a pipeline without __call__ dispatches to methods (Versatile Diffusion)
 
 
 # ---- component sets, by family ------------------------------------------------------------------------------
@@ -708,6 +709,143 @@ def _dit() -> dict:
     return {"transformer": C.dit_transformer(), "vae": C.vae_kl(blocks=(4,)), "scheduler": C.ddim()}
 
 
+def _unclip_super_res() -> dict:
+    from diffusers import UnCLIPScheduler
+    return {"super_res_first": C.unclip_super_res(), "super_res_last": C.unclip_super_res(),
+            "super_res_scheduler": UnCLIPScheduler(variance_type="fixed_small_log", prediction_type="epsilon")}
+
+
+def _unclip() -> dict:
+    from diffusers import UnCLIPScheduler
+    tok = C.clip_tokenizer()
+    return {"prior": C.prior_transformer(), "decoder": C.unclip_decoder(), "text_proj": C.unclip_text_proj(),
+            "text_encoder": C.clip_text(tok, with_projection=True), "tokenizer": tok,
+            "prior_scheduler": UnCLIPScheduler(variance_type="fixed_small_log", prediction_type="sample",
+                                               clip_sample_range=5.0),
+            "decoder_scheduler": UnCLIPScheduler(variance_type="learned_range", prediction_type="epsilon"),
+            **_unclip_super_res()}
+
+
+def _unclip_image_variation() -> dict:
+    image_encoder, feature_extractor = C.clip_vision(image_size=32, hidden=C.TEXT_DIM, patch_size=4)
+    out = _unclip() | {"image_encoder": image_encoder, "feature_extractor": feature_extractor}
+    del out["prior"], out["prior_scheduler"]
+    return out
+
+
+def _versatile_diffusion(text: bool = True, image: bool = True) -> Callable[[], dict]:
+    """Versatile Diffusion: an image UNet (and with text, a text UNet: the pipeline borrows its attention blocks),
+    conditioned on CLIP text and/or CLIP image embeddings of one width (TEXT_DIM)."""
+    def build() -> dict:
+        out = {"image_unet": C.sd_unet(), "vae": C.vae_kl(), "scheduler": C.ddim()}
+        if text:
+            out["text_unet"] = C.unet_flat()
+        if text:
+            out["tokenizer"] = C.clip_tokenizer()
+            out["text_encoder"] = C.clip_text(out["tokenizer"], with_projection=True)
+        if image:
+            out["image_encoder"], out["image_feature_extractor"] = C.clip_vision(image_size=32, hidden=C.TEXT_DIM,
+                                                                                 patch_size=4)
+        return out
+    return build
+
+
+def _shap_e(image: bool = False) -> Callable[[], dict]:
+    def build() -> dict:
+        from diffusers import HeunDiscreteScheduler
+        from transformers import CLIPImageProcessor
+        out = {"prior": C.shap_e_prior(image), "shap_e_renderer": C.shap_e_renderer(),
+               "scheduler": HeunDiscreteScheduler(beta_schedule="exp", num_train_timesteps=1024,
+                                                  prediction_type="sample", use_karras_sigmas=True, clip_sample=True,
+                                                  clip_sample_range=1.0)}
+        if image:
+            out["image_encoder"] = C.clip_vision(image_size=32, hidden=16, patch_size=4)[0]
+            out["image_processor"] = CLIPImageProcessor(crop_size=32, size=32)
+        else:
+            out["tokenizer"] = C.clip_tokenizer()
+            out["text_encoder"] = C.clip_text(out["tokenizer"], with_projection=True, hidden=16)
+        return out
+    return build
+
+
+def _alt_diffusion() -> dict:
+    tok = C.xlm_roberta_tokenizer()
+    return _sd()() | {"text_encoder": C.roberta_series(tok), "tokenizer": tok}
+
+
+def _sd_with_inverse() -> dict:
+    """Stable Diffusion's components and a DDIM inverse scheduler (DiffEdit, Pix2Pix-Zero invert images with it)."""
+    from diffusers import DDIMInverseScheduler
+    return _sd()() | {"inverse_scheduler": DDIMInverseScheduler(beta_start=0.00085, beta_end=0.012,
+                                                                beta_schedule="scaled_linear", clip_sample=False,
+                                                                set_alpha_to_one=False)}
+
+
+def _vq_diffusion() -> dict:
+    from diffusers import VQDiffusionScheduler
+    from diffusers.pipelines.deprecated.vq_diffusion import LearnedClassifierFreeSamplingEmbeddings
+    tok = C.clip_tokenizer()
+    return {"vqvae": C.vq_model(num_vq_embeddings=12, vq_embed_dim=3), "text_encoder": C.clip_text(tok),
+            "tokenizer": tok, "transformer": C.vq_diffusion_transformer(), "scheduler": VQDiffusionScheduler(12),
+            "learned_classifier_free_sampling_embeddings": LearnedClassifierFreeSamplingEmbeddings(learnable=False)}
+
+
+def _stable_audio3(local_cond_dim: int = 5) -> Callable[[], dict]:
+    return lambda: _stable_audio3_components(local_cond_dim)
+
+
+def _stable_audio3_components(local_cond_dim: int) -> dict:
+    from diffusers.pipelines.stable_audio_3 import StableAudio3DurationEmbedder
+    tok = C.gemma_tokenizer()
+    return {"transformer": C.stable_audio3_transformer(local_cond_dim=local_cond_dim), "vae": C.vae_same(),
+            "scheduler": _scheduler("FlowMatchEulerDiscreteScheduler", num_train_timesteps=1, shift=1.0)(),
+            "text_encoder": C.t5gemma_encoder(tok), "tokenizer": tok,
+            "duration_embedder": StableAudio3DurationEmbedder(output_dim=8, fourier_dim=16)}
+
+
+def _stable_audio() -> dict:
+    from diffusers import CosineDPMSolverMultistepScheduler, StableAudioProjectionModel
+    tok = C.t5_tokenizer()
+    return {"transformer": C.stable_audio_transformer(), "vae": C.vae_oobleck(), "text_encoder": C.t5_encoder(tok),
+            "tokenizer": tok,
+            "scheduler": CosineDPMSolverMultistepScheduler(solver_order=2, prediction_type="v_prediction",
+                                                           sigma_data=1.0, sigma_schedule="exponential"),
+            "projection_model": StableAudioProjectionModel(text_encoder_dim=C.TEXT_DIM, conditioning_dim=4,
+                                                           min_value=0, max_value=32)}
+
+
+def _hidream() -> dict:
+    tok, tok2, tok3, tok4 = C.clip_tokenizer(), C.clip_tokenizer(), C.t5_tokenizer(), C.qwen2_tokenizer()
+    return {"transformer": C.hidream_transformer(), "vae": C.vae_kl(blocks=(4,), shift_factor=0.1159,
+                                                                     scaling_factor=0.3611),
+            "scheduler": C.flow_match(), "text_encoder": C.clip_text(tok, with_projection=True), "tokenizer": tok,
+            "text_encoder_2": C.clip_text(tok2, with_projection=True), "tokenizer_2": tok2,
+            "text_encoder_3": C.t5_encoder(tok3), "tokenizer_3": tok3,
+            "text_encoder_4": C.llama_causal_lm(tok4), "tokenizer_4": tok4}
+
+
+def _anyflow(far: bool = False) -> Callable[[], dict]:
+    return _t5(lambda: C.anyflow_transformer(far), C.wan_vae,
+               _scheduler("FlowMapEulerDiscreteScheduler", num_train_timesteps=1000, shift=5.0))
+
+
+def _hunyuan_image() -> dict:
+    from diffusers.guiders import AdaptiveProjectedMixGuidance
+    tok = C.qwen2_tokenizer()
+    text_encoder_2, tok2 = C.byt5_encoder()
+    return {"transformer": C.hunyuan_image_transformer(), "vae": C.vae_hunyuan_image(),
+            "scheduler": _scheduler("FlowMatchEulerDiscreteScheduler", shift=7.0)(),
+            "text_encoder": C.qwen25_vl(tok), "tokenizer": tok, "text_encoder_2": text_encoder_2, "tokenizer_2": tok2,
+            "guider": AdaptiveProjectedMixGuidance(adaptive_projected_guidance_start_step=2),
+            "ocr_guider": AdaptiveProjectedMixGuidance(adaptive_projected_guidance_start_step=3)}
+
+
+def _bria_fibo() -> dict:
+    tok = C.t5_tokenizer()
+    return {"transformer": C.bria_fibo_transformer(), "vae": C.wan22_vae(), "scheduler": C.flow_match(),
+            "text_encoder": C.smollm3(tok), "tokenizer": tok}
+
+
 _T5_SHORT = {"max_sequence_length": 16}
 _PAG_SD3 = {"pag_applied_layers": ["blocks.0"]}  # the tiny transformer has one block
 _FLUX_CALL = {"max_sequence_length": 48}
@@ -722,6 +860,53 @@ _KLEIN_CALL = {"max_sequence_length": 64, "text_encoder_out_layers": (1,)}
 _VIDEO = {"max_sequence_length": 16, "num_frames": 9}
 
 RECIPES: dict[str, Recipe] = {
+    # unCLIP (Karlo): prior, pixel decoder, two super-resolution UNets; image variation: no prior, the CLIP image
+    "UnCLIPPipeline": Recipe(_unclip, {"prior_num_inference_steps": 2, "decoder_num_inference_steps": 2,
+                                       "super_res_num_inference_steps": 2}),
+    "UnCLIPImageVariationPipeline": Recipe(_unclip_image_variation, {"decoder_num_inference_steps": 2,
+                                                                     "super_res_num_inference_steps": 2}),
+    # Versatile Diffusion: text to image, image variation, and both at once (dual-guided: text and image)
+    "VersatileDiffusionTextToImagePipeline": Recipe(_versatile_diffusion(image=False)),
+    "VersatileDiffusionImageVariationPipeline": Recipe(_versatile_diffusion(text=False)),
+    "VersatileDiffusionDualGuidedPipeline": Recipe(_versatile_diffusion()),
+    # Shap-E: a prior over a 3D latent; the latent is compared, as Diffusers' tests do: the tiny renderer's 20 views
+    # come out near black whatever the latent (mean 0.001), and comparing them would compare nothing
+    "ShapEPipeline": Recipe(_shap_e(), {"output_type": "latent"}),
+    "ShapEImg2ImgPipeline": Recipe(_shap_e(image=True), {"output_type": "latent"}),
+    # the mega pipeline has no __call__: its text_to_image method runs (as its other two run in the rows above)
+    "VersatileDiffusionPipeline": Recipe(_versatile_diffusion(), method="text_to_image"),
+    # DiffEdit: the mask and the inverted latents (one per step) as DiffEdit's own generate_mask and invert give them
+    "StableDiffusionDiffEditPipeline": Recipe(_sd_with_inverse, {"mask_image": _ones(1, 16, 16),
+                                                                 "image_latents": _tensor(3, 1, 2, 4, 16, 16),
+                                                                 "inpaint_strength": 1.0}),
+    # Pix2Pix-Zero: the edit direction from mean source and target prompt embeddings (CLIP text states)
+    "StableDiffusionPix2PixZeroPipeline": Recipe(_sd_with_inverse, {
+        "source_embeds": _tensor(4, 2, 77, 32), "target_embeds": _tensor(5, 2, 77, 32),
+        "cross_attention_guidance_amount": 0.15}),
+    # VQ-Diffusion: discrete diffusion over VQ codes (12 classes), decoded by the VQ model
+    "VQDiffusionPipeline": Recipe(_vq_diffusion),
+    # Stable Audio 3: one second of stereo audio at 16 samples a second; a reference waveform to vary or inpaint
+    "StableAudio3Pipeline": Recipe(_stable_audio3(), {"duration": 1.0}),
+    "StableAudio3AudioToAudioPipeline": Recipe(_stable_audio3(), {"duration": 1.0, "audio": _tensor(6, 1, 2, 16),
+                                                                "init_noise_level": 0.8}),
+    # inpainting: the masked reference's latents (8 channels) and the mask join the transformer's local condition
+    "StableAudio3InpaintPipeline": Recipe(_stable_audio3(local_cond_dim=9), {"duration": 1.0, "audio": _tensor(6, 1, 2, 16),
+                                                           "mask_start_seconds": 0.25, "mask_end_seconds": 0.75}),
+    "StableAudioPipeline": Recipe(_stable_audio, {"guidance_scale": 6.0}),
+    # HiDream-I1: two CLIPs, T5 and Llama (its layers' hidden states) condition a MoE transformer
+    "HiDreamImagePipeline": Recipe(_hidream, {"max_sequence_length": 16}),
+    # AnyFlow: a flow-map Wan-like video transformer; FAR: autoregressive over chunks of latent frames (text to
+    # video: no video to continue)
+    "AnyFlowPipeline": Recipe(_anyflow(), _VIDEO | {"negative_prompt": "negative"}, size=16),
+    "AnyFlowFARPipeline": Recipe(_anyflow(far=True), _VIDEO | {"negative_prompt": "negative", "video": None},
+                                 size=16),
+    # HunyuanImage 2.1: Qwen2.5-VL and ByT5 (glyphs) condition the transformer; adaptive projected guidance
+    "HunyuanImagePipeline": Recipe(_hunyuan_image, size=16),
+    # Bria FIBO: a JSON-like structured prompt read by SmolLM3
+    "BriaFiboPipeline": Recipe(_bria_fibo, {"prompt": "{'text': 'a photo of a cat'}", "negative_prompt": "bad, ugly"}),
+    # AltDiffusion: Stable Diffusion with a multilingual (XLM-RoBERTa) text encoder
+    "AltDiffusionPipeline": Recipe(_alt_diffusion),
+    "AltDiffusionImg2ImgPipeline": Recipe(_alt_diffusion),
     # Stable Diffusion 1.x/2.x and the pipelines built on its components
     "StableDiffusionPipeline": Recipe(_sd()),
     "StableDiffusionImg2ImgPipeline": Recipe(_sd()),
@@ -1065,8 +1250,8 @@ _QWEN_VL_PROCESSOR = ("needs package", "its Qwen-VL processor (Qwen2VLProcessor,
                       "Qwen3VLProcessor) cannot be made without torchvision (not installed): Transformers 5.23 checks "
                       "the video processor's class, a torchvision placeholder here")
 UNBUILDABLE: dict[str, tuple[str, str]] = {
-    "StableAudioPipeline": ("needs package", "its scheduler, CosineDPMSolverMultistepScheduler, needs torchsde "
-                                             "(not installed)"),
+    "OmniGenPipeline": ("needs package", "its processor, OmniGenMultiModalProcessor, is imported only when torchvision "
+                                         "is installed (not installed): __init__ fails with a NameError"),
     **{name: _COSMOS_GUARDRAIL for name in (
         "CosmosTextToWorldPipeline", "CosmosVideoToWorldPipeline", "Cosmos2TextToImagePipeline",
         "Cosmos2VideoToWorldPipeline", "Cosmos2_5_PredictBasePipeline", "Cosmos2_5_TransferPipeline")},

@@ -739,12 +739,12 @@ def i2vgenxl_unet():
                         attention_head_dim=4, num_attention_heads=None, norm_num_groups=4)
 
 
-def vq_model(latent_channels: int = 3, blocks=(32, 64)):
+def vq_model(latent_channels: int = 3, blocks=(32, 64), **extra):
     """A VQModel (latent diffusion's autoencoder); the latent is 2**(len(blocks)-1) times smaller."""
     from diffusers import VQModel
     return VQModel(block_out_channels=list(blocks), in_channels=3, out_channels=3,
                    down_block_types=["DownEncoderBlock2D"] * len(blocks), up_block_types=["UpDecoderBlock2D"] * len(blocks),
-                   latent_channels=latent_channels)
+                   latent_channels=latent_channels, **extra)
 
 
 def unet_1d():
@@ -1230,3 +1230,206 @@ def cosmos3_transformer(tokenizer):
                                   latent_patch_size=1, num_attention_heads=1, num_hidden_layers=1,
                                   num_key_value_heads=1, patch_latent_dim=16, qk_norm_for_text=False, rms_norm_eps=1e-5,
                                   rope_axes_dim=[1, 1, 1], vocab_size=vocab_size(tokenizer))
+
+
+def unclip_decoder():
+    """unCLIP's decoder: a pixel-space UNet (mean and variance out) conditioned on the text projected by
+    unclip_text_proj (cross attention of its width, 100) and on the CLIP image embedding as a class."""
+    from diffusers import UNet2DConditionModel
+    return UNet2DConditionModel(sample_size=32, in_channels=3, out_channels=6, block_out_channels=(32, 64),
+                                down_block_types=("ResnetDownsampleBlock2D", "SimpleCrossAttnDownBlock2D"),
+                                up_block_types=("SimpleCrossAttnUpBlock2D", "ResnetUpsampleBlock2D"),
+                                mid_block_type="UNetMidBlock2DSimpleCrossAttn", layers_per_block=1,
+                                cross_attention_dim=100, attention_head_dim=4, resnet_time_scale_shift="scale_shift",
+                                class_embed_type="identity")
+
+
+def unclip_text_proj():
+    """unCLIP's text projection: CLIP text and image embeddings (TEXT_DIM) to the decoder's time and context widths."""
+    from diffusers.pipelines.deprecated.unclip.text_proj import UnCLIPTextProjModel
+    return UnCLIPTextProjModel(clip_embeddings_dim=TEXT_DIM, time_embed_dim=128, cross_attention_dim=100)
+
+
+def unclip_super_res():
+    """unCLIP's super-resolution UNet (the decoder's image and the noise: 6 channels in)."""
+    from diffusers import UNet2DModel
+    return UNet2DModel(sample_size=64, layers_per_block=1, in_channels=6, out_channels=3, block_out_channels=(32, 64),
+                       down_block_types=("ResnetDownsampleBlock2D",) * 2, up_block_types=("ResnetUpsampleBlock2D",) * 2)
+
+
+def unet_flat(**extra):
+    """Versatile Diffusion's text UNet (UNetFlatConditionModel) shaped as sd_unet: its attention blocks join the
+    image UNet's (the pipeline swaps or pairs them)."""
+    from diffusers.pipelines.deprecated.versatile_diffusion.modeling_text_unet import UNetFlatConditionModel
+    return UNetFlatConditionModel(block_out_channels=(8, 16), layers_per_block=1, sample_size=16, in_channels=4,
+                                  out_channels=4, down_block_types=("DownBlockFlat", "CrossAttnDownBlockFlat"),
+                                  up_block_types=("CrossAttnUpBlockFlat", "UpBlockFlat"),
+                                  cross_attention_dim=TEXT_DIM, norm_num_groups=4, attention_head_dim=4, **extra)
+
+
+def shap_e_prior(image: bool = False):
+    """Shap-E's prior: a PriorTransformer over 32 latent tokens of 16, conditioned on a 16-wide CLIP embedding
+    (image: the CLIP image encoder's patch states, layer-normed)."""
+    import torch
+    from diffusers import PriorTransformer
+    model = PriorTransformer(num_attention_heads=2, attention_head_dim=16, embedding_dim=16, num_embeddings=32,
+                             embedding_proj_dim=16, time_embed_dim=64, num_layers=1, clip_embed_dim=32,
+                             additional_embeddings=0, time_embed_act_fn="gelu", norm_in_type="layer",
+                             encoder_hid_proj_type=None, added_emb_type=None,
+                             **({"embedding_proj_norm_type": "layer"} if image else {}))
+    with torch.no_grad():  # clip_std starts at 0: every latent would be clip_mean (as prior_transformer's)
+        model.clip_std.fill_(1.0)
+    return model
+
+
+def shap_e_renderer():
+    """Shap-E's NeRF/STF renderer, 8 wide, for 16-wide latents."""
+    from diffusers.pipelines.shap_e import ShapERenderer
+    return ShapERenderer(param_shapes=((8, 93), (8, 8), (8, 8), (8, 8)), d_latent=16, d_hidden=8, n_output=12,
+                         background=(0.1, 0.1, 0.1))
+
+
+def roberta_series(tokenizer):
+    """AltDiffusion's text encoder: XLM-RoBERTa with a projection to TEXT_DIM."""
+    from diffusers.pipelines.deprecated.alt_diffusion.modeling_roberta_series import (
+        RobertaSeriesConfig, RobertaSeriesModelWithTransformation)
+    return RobertaSeriesModelWithTransformation(RobertaSeriesConfig(
+        hidden_size=TEXT_DIM, project_dim=TEXT_DIM, intermediate_size=37, num_attention_heads=4, num_hidden_layers=2,
+        vocab_size=vocab_size(tokenizer), max_position_embeddings=MAX_TOKENS + 2))
+
+
+def vq_diffusion_transformer(classes: int = 12):
+    """VQ-Diffusion's transformer over a 12x12 grid of VQ codes (`classes` of them, plus the mask class)."""
+    from diffusers import Transformer2DModel
+    return Transformer2DModel(attention_bias=True, cross_attention_dim=TEXT_DIM, attention_head_dim=144,
+                              num_attention_heads=1, num_vector_embeds=classes, num_embeds_ada_norm=12,
+                              norm_num_groups=32, sample_size=12, activation_fn="geglu-approximate")
+
+
+def stable_audio3_transformer(cond_dim: int = 8, local_cond_dim: int = 5):
+    """Stable Audio 3's DiT over 8 latent channels, conditioned on text states and the duration (`cond_dim` wide:
+    t5gemma_encoder's width); inpainting adds the masked latents and the mask per frame (local_cond_dim 9)."""
+    from diffusers.models.transformers.transformer_stable_audio3 import StableAudio3DiTModel
+    return _without_zero_init(StableAudio3DiTModel(
+        io_channels=8, patch_size=1, embed_dim=32, depth=2, num_heads=4, cond_token_dim=cond_dim,
+        global_cond_dim=cond_dim, local_add_cond_dim=local_cond_dim, timestep_features_dim=16, ff_mult=2,
+        num_memory_tokens=3, use_differential_attention=False))
+
+
+def vae_same():
+    """Stable Audio 3's autoencoder (stereo, 16 samples a second, 8 latent channels)."""
+    from diffusers.models.autoencoders.autoencoder_same import AutoencoderSAME
+    return _without_zero_init(AutoencoderSAME(audio_channels=2, patch_size=2, encoder_channels=8, encoder_c_mults=(2,),
+                                              encoder_strides=(2,), encoder_transformer_depths=(1,), latent_dim=8,
+                                              use_differential_attention=False, dim_heads=4, ff_mult=2,
+                                              sampling_rate=16))
+
+
+def stable_audio_transformer():
+    """Stable Audio (Open)'s DiT: 3 latent channels, 4-wide text and 8-wide global conditions."""
+    from diffusers import StableAudioDiTModel
+    return StableAudioDiTModel(sample_size=4, in_channels=3, num_layers=2, attention_head_dim=4,
+                               num_key_value_attention_heads=2, out_channels=3, cross_attention_dim=4,
+                               time_proj_dim=8, global_states_input_dim=8, cross_attention_input_dim=4)
+
+
+def vae_oobleck():
+    """Stable Audio's Oobleck autoencoder (stereo, 3 latent channels)."""
+    from diffusers import AutoencoderOobleck
+    return AutoencoderOobleck(encoder_hidden_size=6, downsampling_ratios=[1, 2], decoder_channels=3,
+                              decoder_input_channels=3, audio_channels=2, channel_multiples=[2, 4], sampling_rate=4)
+
+
+def _without_zero_init(model, std: float = 0.2):
+    """`model` with the weights its constructor zero-initialises (branch outputs that start as the identity, as
+    in a model before training) drawn at random instead: otherwise a tiny random model's output does not depend
+    on its input, and comparing it compares nothing."""
+    import torch
+    with torch.no_grad():
+        for p in model.parameters():
+            if not p.any():
+                p.normal_(0.0, std)
+    return model
+
+
+def hidream_transformer():
+    """HiDream-I1's MoE transformer: T5 states (TEXT_DIM) and two Llama layers' states (16) as captions, the two
+    pooled CLIP embeddings (2 x TEXT_DIM) as the text embedding."""
+    from diffusers import HiDreamImageTransformer2DModel
+    return HiDreamImageTransformer2DModel(patch_size=2, in_channels=4, out_channels=4, num_layers=1,
+                                          num_single_layers=1, attention_head_dim=8, num_attention_heads=4,
+                                          caption_channels=[TEXT_DIM, 16], text_emb_dim=2 * TEXT_DIM,
+                                          num_routed_experts=4, num_activated_experts=2, axes_dims_rope=(4, 2, 2),
+                                          max_resolution=(32, 32), llama_layers=(0, 1))
+
+
+def llama_causal_lm(tokenizer, hidden: int = 16):
+    """Llama with its LM head (HiDream's fourth text encoder: it reads the hidden states of every layer)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    return LlamaForCausalLM(LlamaConfig(hidden_size=hidden, intermediate_size=37, num_attention_heads=4,
+                                        num_hidden_layers=2, vocab_size=vocab_size(tokenizer), hidden_act="gelu"))
+
+
+def anyflow_transformer(far: bool = False):
+    """AnyFlow's flow-map transformer (Wan-like, T5 text of TEXT_DIM); FAR: autoregressive over frame chunks, one
+    latent frame a chunk (three for 9 frames)."""
+    from diffusers import AnyFlowFARTransformer3DModel, AnyFlowTransformer3DModel
+    common = dict(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=12, in_channels=16, out_channels=16,
+                  text_dim=TEXT_DIM, freq_dim=256, ffn_dim=32, num_layers=2, cross_attn_norm=True,
+                  rope_max_seq_len=32, gate_value=0.25, deltatime_type="r")
+    if far:
+        return AnyFlowFARTransformer3DModel(compressed_patch_size=(1, 4, 4), full_chunk_limit=3,
+                                            chunk_partition=(1, 1, 1), **common)
+    return AnyFlowTransformer3DModel(**common)
+
+
+def hunyuan_image_transformer(text_dim: int = 16, in_channels: int = 4, out_channels: int = 4):
+    """HunyuanImage 2.1's transformer: Qwen2.5-VL states (`text_dim`) and ByT5 glyph states (byt5_encoder's 32)."""
+    from diffusers import HunyuanImageTransformer2DModel
+    return HunyuanImageTransformer2DModel(in_channels=in_channels, out_channels=out_channels, num_attention_heads=4,
+                                          attention_head_dim=8, num_layers=1, num_single_layers=1,
+                                          num_refiner_layers=1, patch_size=(1, 1), guidance_embeds=False,
+                                          text_embed_dim=text_dim, text_embed_2_dim=32, rope_axes_dim=(4, 4))
+
+
+def vae_hunyuan_image():
+    """HunyuanImage 2.1's VAE (8 times smaller latents, 4 channels)."""
+    from diffusers import AutoencoderKLHunyuanImage
+    return AutoencoderKLHunyuanImage(in_channels=3, out_channels=3, latent_channels=4, block_out_channels=(32, 64, 64, 64),
+                                     layers_per_block=1, scaling_factor=0.476986, spatial_compression_ratio=8,
+                                     sample_size=128)
+
+
+def byt5_encoder():
+    """ByT5's encoder and its tokenizer (bytes: no vocabulary file), HunyuanImage's glyph encoder."""
+    from transformers import ByT5Tokenizer, T5Config, T5EncoderModel
+    tok = ByT5Tokenizer()
+    return T5EncoderModel(T5Config(d_model=32, d_kv=4, d_ff=16, num_layers=2, num_heads=2,
+                                   relative_attention_num_buckets=8, relative_attention_max_distance=32,
+                                   vocab_size=vocab_size(tok), feed_forward_proj="gated-gelu", dense_act_fn="gelu_new",
+                                   is_encoder_decoder=False, use_cache=False, tie_word_embeddings=False)), tok
+
+
+def smollm3(tokenizer, hidden: int = 32):
+    """SmolLM3 (Bria FIBO's text encoder: its hidden states of every layer), two tiny layers."""
+    from transformers import SmolLM3Config, SmolLM3ForCausalLM
+    return SmolLM3ForCausalLM(SmolLM3Config(hidden_size=hidden, intermediate_size=37, num_hidden_layers=2,
+                                            num_attention_heads=4, num_key_value_heads=2,
+                                            vocab_size=vocab_size(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                                            bos_token_id=None, eos_token_id=tokenizer.eos_token_id))
+
+
+def bria_fibo_transformer():
+    """Bria FIBO's transformer: SmolLM3's states (2 x 32: the last two layers' concatenated) as the text."""
+    from diffusers import BriaFiboTransformer2DModel
+    return BriaFiboTransformer2DModel(patch_size=1, in_channels=16, num_layers=1, num_single_layers=1,
+                                      attention_head_dim=8, num_attention_heads=2, joint_attention_dim=64,
+                                      text_encoder_dim=32, pooled_projection_dim=None, axes_dims_rope=[0, 4, 4])
+
+
+def wan22_vae():
+    """Wan 2.2's VAE (2x2 patches, 16 times smaller latents, 16 channels), the smallest widths it takes."""
+    from diffusers import AutoencoderKLWan
+    return AutoencoderKLWan(base_dim=160, decoder_base_dim=256, num_res_blocks=2, out_channels=12, patch_size=2,
+                            scale_factor_spatial=16, scale_factor_temporal=4, temperal_downsample=[False, True, True],
+                            z_dim=16)

@@ -36,10 +36,11 @@ def _image(kind: str, size: int):
     return Image.fromarray(rng.integers(0, 256, (size, size, 3), dtype=np.uint8), mode="RGB")
 
 
-def call_kwargs(pipeline_cls: type, size: int, extra: dict) -> dict:
-    """Keyword arguments for one call of the pipeline (a new generator each time: same noise each call)."""
+def call_kwargs(method, size: int, extra: dict) -> dict:
+    """Keyword arguments for one call of the pipeline's `method` (its __call__, or the method a recipe names), a
+    new generator each time: the same noise each call."""
     import torch
-    params = inspect.signature(pipeline_cls.__call__).parameters
+    params = inspect.signature(method).parameters
     kw: dict = {}
     if "prompt" in params:
         kw["prompt"] = PROMPT
