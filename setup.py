@@ -25,8 +25,14 @@ if SANITIZE:
 else:
     compile_args, link_args, options = ["-O2", "-g0", "-Wno-unused-parameter"], [], {}
 
+# scripts/setup.sh installs the checkout editable with this set, then builds the extension in place with
+# scripts/build.sh (ninja, objects in ./build): pip would otherwise compile it once more in a temporary
+# directory of its own, so the next build.sh in ./build would start from nothing (minutes). Any other
+# install (a wheel, `pip install .`) builds the extension here as usual.
+IN_PLACE_BUILD = os.environ.get("TORCHNEURON_EXTENSION_BUILT_IN_PLACE", "0") == "1"
+
 setup(
-    ext_modules=[
+    ext_modules=[] if IN_PLACE_BUILD else [
         CppExtension(
             "torch_neuronx._C",
             sources,

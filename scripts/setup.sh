@@ -19,8 +19,10 @@ else
   rm -f "$STAMP"
   # torch first and pinned: any other version would pull a multi-GB CUDA build.
   $VPY -m pip install -q "torch==2.13.0" setuptools wheel ninja
-  # The extension builds against the torch just installed (no build isolation).
-  $VPY -m pip install -q --no-build-isolation -e ".[hf,test]"
+  # The package and its dependencies, editable; the extension is built next, in place, against the torch
+  # just installed (no build isolation): the same incremental build as every later scripts/build.sh.
+  TORCHNEURON_EXTENSION_BUILT_IN_PLACE=1 $VPY -m pip install -q --no-build-isolation -e ".[hf,test]"
+  bash scripts/build.sh
   echo "$want" > "$STAMP"
 fi
 if $VPY -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('torch_xla') is None)"; then
