@@ -95,12 +95,15 @@ def _sd3(latent_channels: int = 4, controlnet: dict | None = None) -> Callable[[
     return build
 
 
+def _t5_text(umt5: bool = False) -> dict:
+    tok = C.t5_tokenizer()
+    return {"text_encoder": C.t5_encoder(tok, umt5=umt5), "tokenizer": tok}
+
+
 def _t5(transformer: Callable, vae: Callable, scheduler: Callable, umt5: bool = False) -> Callable[[], dict]:
     """A denoiser conditioned on one T5 (or UMT5) encoder: PixArt, Latte, Wan, LTX, CogVideoX, Mochi, ..."""
     def build() -> dict:
-        tok = C.t5_tokenizer()
-        return {"transformer": transformer(), "vae": vae(), "scheduler": scheduler(),
-                "text_encoder": C.t5_encoder(tok, umt5=umt5), "tokenizer": tok}
+        return {"transformer": transformer(), "vae": vae(), "scheduler": scheduler(), **_t5_text(umt5)}
     return build
 
 
@@ -614,12 +617,21 @@ def _helios() -> dict:
                                                                          use_dynamic_shifting=True), umt5=True)()
 
 
-def _motif_video() -> dict:
-    from diffusers import AdaptiveProjectedGuidance
-    tok = C.t5_tokenizer()
-    return {"transformer": C.motif_video_transformer(), "vae": C.wan_vae(),
-            "scheduler": _scheduler("FlowMatchEulerDiscreteScheduler", shift=7.0)(),
-            "text_encoder": C.t5gemma2_encoder(tok), "tokenizer": tok, "guider": AdaptiveProjectedGuidance()}
+def _motif_video(image: bool = False) -> Callable[[], dict]:
+    """Motif-Video; image: image to video, the first frame encoded by the text encoder's SigLIP tower (4 wide)."""
+    def build() -> dict:
+        from diffusers import AdaptiveProjectedGuidance
+        from transformers import SiglipImageProcessor
+        tok = C.t5_tokenizer()
+        out = {"transformer": C.motif_video_transformer(4 if image else None), "vae": C.wan_vae(),
+               "scheduler": _scheduler("FlowMatchEulerDiscreteScheduler", shift=7.0)(),
+               "text_encoder": C.t5gemma2_encoder(tok, vision=image), "tokenizer": tok,
+               "guider": AdaptiveProjectedGuidance()}
+        if image:
+            out["feature_extractor"] = SiglipImageProcessor(image_mean=[0.5] * 3, image_std=[0.5] * 3,
+                                                            size={"height": 16, "width": 16})
+        return out
+    return build
 
 
 def _hunyuan_video15() -> dict:
@@ -663,6 +675,49 @@ def _prx() -> dict:
     tok.model_max_length = 64
     return {"transformer": C.prx_transformer(), "vae": C.vae_flux(latent_channels=4), "scheduler": C.flow_match(),
             "text_encoder": C.t5gemma_encoder(tok), "tokenizer": tok}
+
+
+def _hunyuan_video15_i2v() -> dict:
+    image_encoder, feature_extractor = C.siglip_vision(hidden=12, image_size=16)
+    return _hunyuan_video15() | {"transformer": C.hunyuan_video15_transformer("i2v"), "image_encoder": image_encoder,
+                                 "feature_extractor": feature_extractor}
+
+
+def _helios_pyramid() -> dict:
+    from diffusers import HeliosScheduler
+    # gamma: the correlation of the block noise between pyramid stages; the default, 1/3, makes its 2x2 covariance
+    # singular (its least eigenvalue is 1 - 3 gamma), and Cholesky fails
+    return _helios() | {"scheduler": HeliosScheduler(stages=2, stage_range=[0, 0.5, 1], gamma=0.25,
+                                                     use_dynamic_shifting=True)}
+
+
+def _flux_prior_redux() -> dict:
+    image_encoder, feature_extractor = C.siglip_vision()
+    tok, tok2 = C.clip_tokenizer(), C.t5_tokenizer()
+    return {"image_encoder": image_encoder, "feature_extractor": feature_extractor,
+            "image_embedder": C.redux_image_encoder(), "text_encoder": C.clip_text(tok), "tokenizer": tok,
+            "text_encoder_2": C.t5_encoder(tok2), "tokenizer_2": tok2}
+
+
+def _ideogram4() -> dict:
+    from diffusers import AutoencoderKLFlux2
+    from diffusers.pipelines.ideogram4.pipeline_ideogram4 import QWEN3_VL_ACTIVATION_LAYERS as LAYERS
+    tok = C.qwen2_chat_tokenizer()
+    hidden = 8  # Qwen3-VL's width; the transformer reads the states of the layers LAYERS, concatenated
+    return {"transformer": C.ideogram4_transformer(len(LAYERS) * hidden),
+            "unconditional_transformer": C.ideogram4_transformer(len(LAYERS) * hidden),
+            "vae": AutoencoderKLFlux2(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",),
+                                      up_block_types=("UpDecoderBlock2D",), block_out_channels=(8,),
+                                      layers_per_block=1, latent_channels=4, norm_num_groups=1, sample_size=32,
+                                      patch_size=(2, 2), use_quant_conv=False, use_post_quant_conv=False),
+            "text_encoder": C.qwen3_vl(tok, hidden=hidden, layers=max(LAYERS) + 1), "tokenizer": tok,
+            "scheduler": C.flow_match()}
+
+
+def _prx_pixel() -> dict:
+    tok = C.qwen2_chat_tokenizer()
+    return {"transformer": C.prx_transformer(pixel=True), "scheduler": C.flow_match(), "text_encoder": C.qwen3_text(tok),
+            "tokenizer": tok, "prompt_max_tokens": 16}
 
 
 def _cosmos3() -> dict:
@@ -893,6 +948,9 @@ RECIPES: dict[str, Recipe] = {
     "StableAudio3InpaintPipeline": Recipe(_stable_audio3(local_cond_dim=9), {"duration": 1.0, "audio": _tensor(6, 1, 2, 16),
                                                            "mask_start_seconds": 0.25, "mask_end_seconds": 0.75}),
     "StableAudioPipeline": Recipe(_stable_audio, {"guidance_scale": 6.0}),
+    # LongCat-AudioDiT: 0.1 s of mono audio at 24 kHz
+    "LongCatAudioDiTPipeline": Recipe(lambda: {"transformer": C.longcat_audio_dit(), "vae": C.vae_longcat_audio(),
+                                               **_t5_text(umt5=True)}, {"audio_duration_s": 0.1}),
     # HiDream-I1: two CLIPs, T5 and Llama (its layers' hidden states) condition a MoE transformer
     "HiDreamImagePipeline": Recipe(_hidream, {"max_sequence_length": 16}),
     # AnyFlow: a flow-map Wan-like video transformer; FAR: autoregressive over chunks of latent frames (text to
@@ -904,6 +962,16 @@ RECIPES: dict[str, Recipe] = {
     "HunyuanImagePipeline": Recipe(_hunyuan_image, size=16),
     # Bria FIBO: a JSON-like structured prompt read by SmolLM3
     "BriaFiboPipeline": Recipe(_bria_fibo, {"prompt": "{'text': 'a photo of a cat'}", "negative_prompt": "bad, ugly"}),
+    "BriaFiboEditPipeline": Recipe(_bria_fibo, {
+        "prompt": '{"text": "a photo of a cat", "edit_instruction": "a photo of a dog"}', "negative_prompt": "bad, ugly"}),
+    # Ideogram 4: a conditional and an unconditional transformer, guidance per step
+    "Ideogram4Pipeline": Recipe(_ideogram4, {"guidance_schedule": [1.5, 1.5], "max_sequence_length": 48}, size=16),
+    # Flux Redux: no denoiser; SigLIP image states embedded as T5-width prompt tokens (its output: the embeddings)
+    "FluxPriorReduxPipeline": Recipe(_flux_prior_redux),
+    # LTX long video from several prompts, in temporal tiles (two of 9 frames, overlapping by 8), from an image
+    "LTXI2VLongMultiPromptPipeline": Recipe(_t5(C.ltx_transformer, C.ltx_vae, C.flow_match), {
+        "num_frames": 17, "temporal_tile_size": 16, "temporal_overlap": 8, "cond_image": _pil_image(32),
+        "decode_horizontal_tiles": 1, "decode_vertical_tiles": 1}),
     # AltDiffusion: Stable Diffusion with a multilingual (XLM-RoBERTa) text encoder
     "AltDiffusionPipeline": Recipe(_alt_diffusion),
     "AltDiffusionImg2ImgPipeline": Recipe(_alt_diffusion),
@@ -1107,6 +1175,8 @@ RECIPES: dict[str, Recipe] = {
     "OvisImagePipeline": Recipe(_ovis, {"max_sequence_length": 32, "negative_prompt": "bad quality"}, size=16),
     "BriaPipeline": Recipe(_bria, {"max_sequence_length": 48, "negative_prompt": "bad, ugly"}, size=16),
     "PRXPipeline": Recipe(_prx, {"use_resolution_binning": False, "guidance_scale": 1.0}),
+    # pixel-space PRX: no VAE, the transformer denoises RGB; Qwen3 reads the prompt
+    "PRXPixelPipeline": Recipe(_prx_pixel, {"use_resolution_binning": False, "guidance_scale": 1.0}),
     "Krea2Pipeline": Recipe(_krea2, {"max_sequence_length": 16, "negative_prompt": "bad quality"}),
     "ZImageImg2ImgPipeline": Recipe(_zimage, _ZIMAGE_CALL | {"strength": 0.8}),
     "ZImageInpaintPipeline": Recipe(_zimage, _ZIMAGE_CALL | {"strength": 0.8}),
@@ -1165,9 +1235,20 @@ RECIPES: dict[str, Recipe] = {
     # text to video: neither an image nor a video to continue
     "HeliosPipeline": Recipe(_helios, {"max_sequence_length": 16, "num_frames": 9, "guidance_scale": 1.0,
                                        "image": None, "video": None}, size=16),
-    "MotifVideoPipeline": Recipe(_motif_video, {"max_sequence_length": 16, "num_frames": 9,
+    "MotifVideoPipeline": Recipe(_motif_video(), {"max_sequence_length": 16, "num_frames": 9,
                                                 "negative_prompt": "bad quality"}, size=16),
+    "MotifVideoImage2VideoPipeline": Recipe(_motif_video(image=True), {"max_sequence_length": 16, "num_frames": 9,
+                                                                       "negative_prompt": "bad quality"}, size=16),
     "HunyuanVideo15Pipeline": Recipe(_hunyuan_video15, {"num_frames": 9}, size=16),
+    # Helios pyramid: two stages, the first at half the latent size (32 pixels: latents 4, then 2, wide)
+    "HeliosPyramidPipeline": Recipe(_helios_pyramid, {"max_sequence_length": 16, "num_frames": 9, "guidance_scale": 1.0,
+                                                      "image": None, "video": None,
+                                                      "pyramid_num_inference_steps_list": [1, 1]}),
+    "HunyuanVideo15ImageToVideoPipeline": Recipe(_hunyuan_video15_i2v, {"num_frames": 9}, size=16),
+    # Lucy Edit: Wan with the video to edit's latents joined to the noise (16 + 16 channels)
+    "LucyEditPipeline": Recipe(_t5(lambda: C.wan_transformer(in_channels=32), C.wan_vae,
+                                   _scheduler("FlowMatchEulerDiscreteScheduler", shift=7.0), umt5=True), _VIDEO,
+                               size=16),
     # text to image: no image, no video to condition on
     "Cosmos3OmniPipeline": Recipe(_cosmos3, {"num_frames": 1, "guidance_scale": 1.0, "image": None, "video": None,
                                              "negative_prompt": "bad quality", "use_system_prompt": False,

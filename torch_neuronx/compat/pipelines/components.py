@@ -1133,28 +1133,34 @@ def helios_transformer():
                                     zero_history_timestep=True, is_amplify_history=False)
 
 
-def t5gemma2_encoder(tokenizer, hidden: int = 32):
-    from transformers import T5Gemma2Encoder, T5Gemma2EncoderConfig, T5Gemma2TextConfig
+def t5gemma2_encoder(tokenizer, hidden: int = 32, vision: bool = False):
+    """T5Gemma 2's encoder (Motif-Video's text encoder); vision: with its SigLIP tower (4 wide, 16-pixel images),
+    which encodes image-to-video's first frame."""
+    from transformers import SiglipVisionConfig, T5Gemma2Encoder, T5Gemma2EncoderConfig, T5Gemma2TextConfig
     text_config = T5Gemma2TextConfig(hidden_size=hidden, num_hidden_layers=1, num_attention_heads=2,
                                      intermediate_size=64, vocab_size=vocab_size(tokenizer), max_position_embeddings=128,
                                      head_dim=16, num_key_value_heads=2, dropout_rate=0.0)
-    return T5Gemma2Encoder(T5Gemma2EncoderConfig(text_config=text_config)).eval()
+    vision_config = SiglipVisionConfig(hidden_size=4, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                                       image_size=16, patch_size=4, num_channels=3) if vision else None
+    return T5Gemma2Encoder(T5Gemma2EncoderConfig(text_config=text_config, vision_config=vision_config)).eval()
 
 
-def motif_video_transformer():
+def motif_video_transformer(image_embed_dim: int | None = None):
     from diffusers import MotifVideoTransformer3DModel
     return MotifVideoTransformer3DModel(in_channels=33, out_channels=16, num_attention_heads=2, attention_head_dim=12,
                                         num_layers=1, num_single_layers=1, mlp_ratio=4.0, patch_size=1,
-                                        patch_size_t=1, qk_norm="rms_norm", text_embed_dim=32, rope_axes_dim=(4, 4, 4))
+                                        patch_size_t=1, qk_norm="rms_norm", text_embed_dim=32, rope_axes_dim=(4, 4, 4),
+                                        **({"image_embed_dim": image_embed_dim} if image_embed_dim else {}))
 
 
-def hunyuan_video15_transformer():
+def hunyuan_video15_transformer(task_type: str = "t2v"):
+    """HunyuanVideo 1.5's transformer; image embeddings 12 wide (siglip_vision(hidden=12)) for image to video."""
     from diffusers import HunyuanVideo15Transformer3DModel
     return HunyuanVideo15Transformer3DModel(in_channels=9, out_channels=4, num_attention_heads=2, attention_head_dim=8,
                                             num_layers=1, num_refiner_layers=1, mlp_ratio=2.0, patch_size=1,
                                             patch_size_t=1, text_embed_dim=16, text_embed_2_dim=32,
                                             image_embed_dim=12, rope_axes_dim=(2, 2, 4), target_size=16,
-                                            task_type="t2v")
+                                            task_type=task_type)
 
 
 def hunyuan_video15_vae():
@@ -1182,10 +1188,10 @@ def krea2_transformer():
                                    num_refiner_text_blocks=1, axes_dims_rope=(4, 2, 2), rope_theta=1000.0)
 
 
-def qwen3_vl(tokenizer, hidden: int = 16):
+def qwen3_vl(tokenizer, hidden: int = 16, layers: int = 2):
     from transformers import Qwen3VLConfig, Qwen3VLModel
     return Qwen3VLModel(Qwen3VLConfig(
-        text_config={"hidden_size": hidden, "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+        text_config={"hidden_size": hidden, "intermediate_size": 16, "num_hidden_layers": layers, "num_attention_heads": 2,
                      "num_key_value_heads": 2, "head_dim": 8, "vocab_size": vocab_size(tokenizer)},
         vision_config={"depth": 2, "hidden_size": 16, "intermediate_size": 16, "num_heads": 2, "out_hidden_size": hidden},
         vocab_size=vocab_size(tokenizer))).eval()
@@ -1205,8 +1211,13 @@ def bria_transformer():
                                   axes_dims_rope=[0, 4, 4])
 
 
-def prx_transformer():
+def prx_transformer(pixel: bool = False):
+    """PRX's transformer over latents (T5Gemma's 8-wide text); pixel: over RGB pixels (Qwen3's 16-wide text), with
+    its bottleneck image embedder and resolution embeddings."""
     from diffusers import PRXTransformer2DModel
+    if pixel:
+        return PRXTransformer2DModel(patch_size=1, in_channels=3, context_in_dim=16, hidden_size=8, mlp_ratio=2.0,
+                                     num_heads=2, depth=1, axes_dim=[2, 2], bottleneck_size=8, resolution_embeds=True)
     return PRXTransformer2DModel(patch_size=1, in_channels=4, context_in_dim=8, hidden_size=8, mlp_ratio=2.0,
                                  num_heads=2, depth=1, axes_dim=[2, 2])
 
@@ -1428,8 +1439,39 @@ def bria_fibo_transformer():
 
 
 def wan22_vae():
-    """Wan 2.2's VAE (2x2 patches, 16 times smaller latents, 16 channels), the smallest widths it takes."""
+    """Wan 2.2's residual VAE (2x2 patches in and out: 12 channels; 16 times smaller latents, 16 channels), as
+    Diffusers' Bria FIBO Edit tests size it."""
     from diffusers import AutoencoderKLWan
-    return AutoencoderKLWan(base_dim=160, decoder_base_dim=256, num_res_blocks=2, out_channels=12, patch_size=2,
-                            scale_factor_spatial=16, scale_factor_temporal=4, temperal_downsample=[False, True, True],
-                            z_dim=16)
+    return AutoencoderKLWan(base_dim=80, decoder_base_dim=128, dim_mult=[1, 2, 4, 4], dropout=0.0, in_channels=12,
+                            latents_mean=[0.0] * 16, latents_std=[1.0] * 16, is_residual=True, num_res_blocks=2,
+                            out_channels=12, patch_size=2, scale_factor_spatial=16, scale_factor_temporal=4,
+                            temperal_downsample=[False, True, True], z_dim=16)
+
+
+def redux_image_encoder():
+    """Flux Redux's image embedder: SigLIP states (siglip_vision's 32) to T5-width tokens (TEXT_DIM)."""
+    from diffusers.pipelines.flux.modeling_flux import ReduxImageEncoder
+    return ReduxImageEncoder(redux_dim=32, txt_in_features=TEXT_DIM)
+
+
+def longcat_audio_dit():
+    """LongCat-AudioDiT's transformer (UMT5 text of TEXT_DIM) over 8 latent channels."""
+    from diffusers.models.transformers.transformer_longcat_audio_dit import LongCatAudioDiTTransformer
+    return LongCatAudioDiTTransformer(dit_dim=64, dit_depth=2, dit_heads=4, dit_text_dim=TEXT_DIM, latent_dim=8,
+                                      text_conv=False)
+
+
+def vae_longcat_audio():
+    """LongCat-AudioDiT's waveform VAE (mono, 8 latent channels, twice shorter)."""
+    from diffusers.models.autoencoders.autoencoder_longcat_audio_dit import LongCatAudioDiTVae
+    return LongCatAudioDiTVae(in_channels=1, channels=16, c_mults=[1, 2], strides=[2], latent_dim=8,
+                              encoder_latent_dim=16, downsampling_ratio=2, sample_rate=24000)
+
+
+def ideogram4_transformer(llm_features_dim: int):
+    """Ideogram 4's transformer over 16 latent channels (a 2x2-patched 4-channel Flux 2 VAE latent), reading
+    Qwen3-VL's states of 13 layers concatenated (`llm_features_dim`)."""
+    from diffusers import Ideogram4Transformer2DModel
+    return Ideogram4Transformer2DModel(in_channels=16, num_layers=2, attention_head_dim=8, num_attention_heads=4,
+                                       intermediate_size=32, adaln_dim=16, llm_features_dim=llm_features_dim,
+                                       rope_theta=10_000, mrope_section=(2, 1, 1), norm_eps=1e-5)
