@@ -20,7 +20,13 @@ reduce_scatter input; busbw = size / time * 2(n-1)/n for all_reduce and
 Also measured in the same run: the bandwidth of one thread copying 64 MiB
 (torch's copy_, i.e. memcpy: the limit a copy-based transport approaches; the
 2-rank 64 MiB busbw is printed as a share of it), and the latency of a 1 KiB
-all_reduce and of a barrier (median per call, gloo / neuron).
+all_reduce and of a barrier (median per call, gloo / neuron). For these, each
+timed call follows an untimed call of the same kind: a call lasts until its
+last rank arrives, so a timed call right after the other kind would count that
+kind's spread of exit times (tens to hundreds of microseconds with more ranks
+than CPUs, as long as a whole barrier) as its own latency; primed, each kind
+pays its own spread, as in a loop of calls of one kind (as nccl-tests and the
+OSU benchmarks time latency). Busbw calls take milliseconds and are not primed.
 
 Targets (issue 11): ratio >= 3 at 4-64 MiB for 2, 4 and 8 ranks; >= 0.5 of the
 copy bandwidth at 64 MiB, 2 ranks; small-collective latency <= 1/5 of gloo's;
@@ -70,18 +76,22 @@ def _collectives(op: str, numel: int, world: int, dev, gloo):
              "gloo": lambda: dist.reduce_scatter_tensor(small["gloo"], big["gloo"], group=gloo)}, (world - 1) / world)
 
 
-def _measure(run: dict, gloo, seconds: float) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Times of pairs of calls (one of each kind, alternating order), each as long as its slowest rank took."""
+def _measure(run: dict, gloo, seconds: float, primed: bool = False) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Times of pairs of calls (one of each kind, alternating order), each as long as its slowest rank took.
+
+    primed: each timed call follows an untimed call of its own kind (latency: see the module's doc)."""
     for fn in list(run.values()) * 2:  # warm up both paths
         fn()
     t0 = time.perf_counter()
     run["gloo"]()
     once = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
     dist.all_reduce(once, op=dist.ReduceOp.MAX, group=gloo)
-    pairs = max(MIN_PAIRS, min(MAX_PAIRS, int(seconds / 2 / once.item())))
+    pairs = max(MIN_PAIRS, min(MAX_PAIRS, int(seconds / (4 if primed else 2) / once.item())))
     times = torch.empty(pairs, 2, dtype=torch.float64)
     for i in range(pairs):
         for kind in (("neuron", "gloo") if i % 2 else ("gloo", "neuron")):
+            if primed:
+                run[kind]()
             t0 = time.perf_counter()
             run[kind]()
             times[i, KINDS.index(kind)] = time.perf_counter() - t0
@@ -110,7 +120,7 @@ def _bench_rank(rank: int, world: int, port: int, sizes_mib: list[int], seconds:
             del run
     for op, numel in (("all_reduce", 256), ("barrier", 0)):  # 1 KiB of float32
         run, _ = _collectives(op, numel, world, dev, gloo)
-        neuron, gloo_t, pairs = _measure(run, gloo, seconds / 2)
+        neuron, gloo_t, pairs = _measure(run, gloo, seconds / 2, primed=True)
         if rank == 0:
             queue.put(("latency", world, op, neuron.median().item() * 1e6, gloo_t.median().item() * 1e6,
                        (gloo_t / neuron).median().item(), pairs))

@@ -19,6 +19,12 @@ std::vector<c10::Device> neuron_devices_of(const std::vector<at::Tensor>& tensor
   return devices;
 }
 
+// The type of what the futures yield (a list of tensors): made once, not per collective.
+const c10::TypePtr& tensor_list_type() {
+  static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
+  return type;
+}
+
 } // namespace
 
 NeuronWork::NeuronWork(c10::intrusive_ptr<c10d::Work> host, std::vector<at::Tensor> outputs,
@@ -38,7 +44,7 @@ NeuronWork::NeuronWork(c10::intrusive_ptr<c10d::Work> host, std::vector<at::Tens
   // A future over the device tensors, completed from the host's future. The
   // callback owns what it needs (not `this`): the caller may drop this handle
   // of an async collective long before the host finishes.
-  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+  future_ = c10::make_intrusive<c10::ivalue::Future>(tensor_list_type(),
                                                      neuron_devices_of(outputs_));
   // The callback owns what it needs (not `this`): the caller may drop this
   // handle of an async collective long before the host finishes.
@@ -117,7 +123,7 @@ c10::intrusive_ptr<c10::ivalue::Future> NeuronWork::getFuture() {
 
 CompletedWork::CompletedWork(std::vector<at::Tensor> outputs, c10d::OpType op, int rank)
     : c10d::Work(rank, op), outputs_(std::move(outputs)) {
-  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+  future_ = c10::make_intrusive<c10::ivalue::Future>(tensor_list_type(),
                                                      neuron_devices_of(outputs_));
   future_->markCompleted(c10::IValue(outputs_));
   finish();

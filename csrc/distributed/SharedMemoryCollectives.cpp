@@ -11,7 +11,6 @@
 
 #include <cerrno>
 
-#include <sched.h>
 #include <sys/uio.h>
 
 namespace neuron::distributed {
@@ -53,8 +52,6 @@ constexpr int64_t kDirectMinSlots = 4;
 // piece stay in the L3 between the copy in and the reads), not main memory.
 constexpr size_t kDefaultSlotBytes = 1 << 20;
 
-constexpr int kSpins = 200;
-
 // Up to this size an all_reduce is latency: every rank reduces all of it after a single barrier
 // (size x the reads, a few microseconds at most), instead of reduce-scatter, barrier, all-gather.
 constexpr size_t kWholeReductionBytes = 64 << 10;
@@ -65,23 +62,24 @@ size_t slot_bytes_from_env() {
   return kib ? kib << 10 : kDefaultSlotBytes;
 }
 
-int host_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return CPU_COUNT(&set);
-}
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 // [begin, end) of chunk c when `count` elements are cut into n chunks.
 inline int64_t chunk_begin(int64_t count, int n, int c) { return count * c / n; }
+
+// What locate_all() publishes for a rank whose data the peers cannot read in its device memory
+// (PeerMemory::locate's "not there"): a rank that has nothing to offer, or whose tensor lies outside.
+constexpr uint64_t kNotInPeerMemory = 0;
+
+// Whether every rank's data lies in its device memory that the peers map (locate_all).
+bool all_located(const std::vector<uint64_t>& where) {
+  return std::all_of(where.begin(), where.end(), [](uint64_t w) { return w != kNotInPeerMemory; });
+}
+
+// Calls read(q) for every other rank q, starting with the next one (rank + 1, ..., rank - 1): ranks
+// that all read from peers do not all start on rank 0's memory at once.
+template <typename F>
+void for_each_peer_after(int rank, int size, F&& read) {
+  for (int k = 1; k < size; ++k) read((rank + k) % size);
+}
 
 } // namespace
 
@@ -133,7 +131,7 @@ SharedMemoryCollectives::SharedMemoryCollectives(std::unique_ptr<SharedSegment> 
       size_(size),
       slot_bytes_(slot_bytes),
       timeout_(timeout),
-      spin_(size <= host_cpus()) {}
+      spin_(has_cpu_per_rank(size)) {}
 
 char* SharedMemoryCollectives::slot(int buffer, int rank) const {
   return segment_->data() + control_bytes(size_) + (static_cast<size_t>(buffer) * size_ + rank) * slot_bytes_;
@@ -143,9 +141,9 @@ uint64_t& SharedMemoryCollectives::published(int rank) const {
   return reinterpret_cast<uint64_t*>(segment_->data() + addresses_offset(size_))[rank];
 }
 
-std::vector<uint64_t> SharedMemoryCollectives::locate_all(const void* p, int64_t bytes) {
+std::vector<uint64_t> SharedMemoryCollectives::locate_all(uint64_t mine) {
   auto* locations = reinterpret_cast<uint64_t*>(segment_->data() + locations_offset(size_));
-  std::atomic_ref<uint64_t>(locations[rank_]).store(peers_->locate(p, bytes), std::memory_order_release);
+  std::atomic_ref<uint64_t>(locations[rank_]).store(mine, std::memory_order_release);
   // Every rank reads all locations before its next barrier: no rank publishes again before that.
   wait_barrier();
   std::vector<uint64_t> all(size_);
@@ -215,21 +213,7 @@ void SharedMemoryCollectives::wait_barrier() {
     if (sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all_shared(&control->arrived);
     return;
   }
-  // Poll briefly first: a peer running on another CPU often arrives within a microsecond or two. Only
-  // when there is a CPU per rank (otherwise the peer we wait for may need this CPU to arrive at all),
-  // and only briefly: on a shared, loaded host, polling longer (20000 polls, ~0.5 ms) was measured
-  // 15x slower for a 1 KiB all_reduce than sleeping at once, since it takes the CPU from the peer.
-  if (spin_) {
-    for (int i = 0; i < kSpins; ++i) {
-      if (reached(arrived.load(std::memory_order_acquire))) return;
-      cpu_relax();
-    }
-  } else {
-    for (int i = 0; i < 64; ++i) {
-      if (reached(arrived.load(std::memory_order_acquire))) return;
-      cpu_relax();
-    }
-  }
+  if (poll_briefly(spin_, [&] { return reached(arrived.load(std::memory_order_acquire)); })) return;
   const auto start = std::chrono::steady_clock::now();
   auto next_check = start + SharedSegment::kCheckEvery;
   for (;;) {
@@ -268,8 +252,8 @@ void SharedMemoryCollectives::all_reduce(void* data, int64_t count, at::ScalarTy
     }
     const int64_t bytes = count * static_cast<int64_t>(e);
     if (peers_ && root < 0 && bytes > static_cast<int64_t>(slot_bytes_)) {
-      const auto where = locate_all(mine, bytes);
-      if (std::all_of(where.begin(), where.end(), [](uint64_t w) { return w != 0; })) {
+      const auto where = locate_all(peers_->locate(mine, bytes));
+      if (all_located(where)) {
         // Every rank's tensor is readable by all: rank r reduces chunk r of every tensor, in rank order,
         // into its own (in place: only rank r reads or writes chunk r in this phase); all meet; every rank
         // copies the other reduced chunks from their owners' tensors; all meet again (nobody changes its
@@ -280,10 +264,9 @@ void SharedMemoryCollectives::all_reduce(void* data, int64_t count, at::ScalarTy
         for (int q = 0; q < size_; ++q) from[q] = (q == rank_ ? mine : peers_->at(q, where[q])) + b0 * e;
         reduce_into(mine + b0 * e, from, begin(rank_ + 1) - b0, dtype, op);
         wait_barrier();
-        for (int k = 1; k < size_; ++k) {
-          const int c = (rank_ + k) % size_;  // not all from rank 0 first
+        for_each_peer_after(rank_, size_, [&](int c) {
           std::memcpy(mine + begin(c) * e, peers_->at(c, where[c]) + begin(c) * e, (begin(c + 1) - begin(c)) * e);
-        }
+        });
         wait_barrier();
         return;
       }
@@ -341,8 +324,9 @@ void SharedMemoryCollectives::reduce_scatter(void* out, const std::vector<const 
       for (int c = 0; c < size_; ++c) one_tensor = one_tensor && chunks[c] == first + c * chunk_bytes;
       const char* o = static_cast<const char*>(out);
       const bool overlaps = o < first + chunk_bytes * size_ && first < o + chunk_bytes && out != chunks[rank_];
-      const auto where = locate_all(first, one_tensor && !overlaps ? chunk_bytes * size_ : -1);
-      if (std::all_of(where.begin(), where.end(), [](uint64_t w) { return w != 0; })) {
+      const auto where =
+          locate_all(one_tensor && !overlaps ? peers_->locate(first, chunk_bytes * size_) : kNotInPeerMemory);
+      if (all_located(where)) {
         // out = chunk r of every rank's input, reduced in rank order; all meet (nobody changes its
         // input before the peers read their chunks of it).
         std::vector<const char*> from(size_);
@@ -377,12 +361,9 @@ void SharedMemoryCollectives::all_gather(const std::vector<void*>& outs, const v
     const char* input = static_cast<const char*>(in);
     if (peers_ && bytes * size_ >= kPeerMemoryMinBytes) {
       if (outs[rank_] != in) std::memmove(outs[rank_], in, bytes);  // before meeting: no peer reads it
-      const auto where = locate_all(in, bytes);
-      if (std::all_of(where.begin(), where.end(), [](uint64_t w) { return w != 0; })) {
-        for (int k = 1; k < size_; ++k) {
-          const int q = (rank_ + k) % size_;  // not all from rank 0 first
-          std::memcpy(outs[q], peers_->at(q, where[q]), bytes);
-        }
+      const auto where = locate_all(peers_->locate(in, bytes));
+      if (all_located(where)) {
+        for_each_peer_after(rank_, size_, [&](int q) { std::memcpy(outs[q], peers_->at(q, where[q]), bytes); });
         wait_barrier();  // nobody changes its input before the peers read it
         return;
       }
@@ -392,10 +373,7 @@ void SharedMemoryCollectives::all_gather(const std::vector<void*>& outs, const v
       published(rank_) = reinterpret_cast<uint64_t>(in);
       if (outs[rank_] != in) std::memmove(outs[rank_], in, bytes);  // while the others arrive
       wait_barrier();
-      for (int k = 1; k < size_; ++k) {
-        const int q = (rank_ + k) % size_;  // not all from rank 0 first
-        read_peer(q, outs[q], published(q), bytes);
-      }
+      for_each_peer_after(rank_, size_, [&](int q) { read_peer(q, outs[q], published(q), bytes); });
       wait_barrier();
       return;
     }
@@ -421,8 +399,8 @@ void SharedMemoryCollectives::broadcast(void* data, int64_t bytes, int root) {
     const int64_t piece = static_cast<int64_t>(slot_bytes_ * size_);
     char* d = static_cast<char*>(data);
     if (peers_ && bytes >= kPeerMemoryMinBytes) {
-      const auto where = locate_all(data, rank_ == root ? bytes : -1);
-      if (where[root] != 0) {
+      const auto where = locate_all(rank_ == root ? peers_->locate(data, bytes) : kNotInPeerMemory);
+      if (where[root] != kNotInPeerMemory) {
         if (rank_ != root) std::memcpy(d, peers_->at(root, where[root]), bytes);
         wait_barrier();  // the root does not change its tensor before the others read it
         return;

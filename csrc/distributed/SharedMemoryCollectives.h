@@ -89,9 +89,10 @@ class SharedMemoryCollectives {
   char* slot(int buffer, int rank) const;
   // The address rank `rank` publishes for the current collective (its tensor, for direct reads).
   uint64_t& published(int rank) const;
-  // Collective: publishes where this rank's [p, p + bytes) lies in its device memory that the peers map
-  // (0: not there), meets the others (a barrier) and returns every rank's (the same on every rank).
-  std::vector<uint64_t> locate_all(const void* p, int64_t bytes);
+  // Collective: publishes `mine`, where this rank's data lies in its device memory that the peers map
+  // (PeerMemory::locate; 0 when it is not there or this rank offers none), meets the others (a barrier)
+  // and returns every rank's location (the same on every rank).
+  std::vector<uint64_t> locate_all(uint64_t mine);
   // dst (count elements of this rank's memory; may be srcs[rank_]) = the rank-order reduction of srcs.
   void reduce_into(char* dst, const std::vector<const char*>& srcs, int64_t count, at::ScalarType dtype,
                    c10d::ReduceOp::RedOpType op);

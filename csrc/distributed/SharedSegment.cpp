@@ -12,6 +12,7 @@
 #include <climits>
 
 #include <dirent.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <fcntl.h>
@@ -226,6 +227,13 @@ void SharedSegment::throw_if_peers_lost(std::chrono::steady_clock::time_point st
     C10_THROW_ERROR(DistBackendError, c10::str("timed out after ", timeout.count(),
                                                " ms waiting for the other ranks (process group timeout)"));
   }
+}
+
+bool has_cpu_per_rank(int size) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return false;
+  return size <= CPU_COUNT(&set);
 }
 
 void futex_wait_shared(uint32_t* word, uint32_t expected, std::chrono::milliseconds at_most) {

@@ -17,7 +17,7 @@ constexpr uint32_t kSlots = 16;
 // released stamps (uint32 per rank) and the rows (kMaxFields int64 per rank).
 struct Slot {
   uint32_t arrived;    // futex word: posts to this slot so far, all its uses together (wraps)
-  uint32_t pad;
+  uint32_t sleepers;   // ranks asleep on `arrived`: the last to post wakes them only if any
   uint64_t first;      // (use + 1) << 32 | rank of the first rank to post that use: the reference
 };
 
@@ -29,8 +29,6 @@ size_t slot_bytes(int size) {
 
 size_t board_bytes(int size) { return kSlots * slot_bytes(size); }
 
-constexpr int kPolls = 200;
-
 } // namespace
 
 std::unique_ptr<SignatureBoard> SignatureBoard::connect(c10d::Store& store, int rank, int size) {
@@ -40,7 +38,7 @@ std::unique_ptr<SignatureBoard> SignatureBoard::connect(c10d::Store& store, int 
 }
 
 SignatureBoard::SignatureBoard(std::unique_ptr<SharedSegment> segment, int rank, int size)
-    : segment_(std::move(segment)), rank_(rank), size_(size) {}
+    : segment_(std::move(segment)), rank_(rank), size_(size), cpu_per_rank_(has_cpu_per_rank(size)) {}
 
 SignatureBoard::~SignatureBoard() = default;
 
@@ -82,8 +80,12 @@ SignatureBoard::Round SignatureBoard::post(const int64_t* mine, int n_fields, st
   }
   round.reference = static_cast<uint32_t>(seen >> 32) == use + 1 ? static_cast<int>(seen & 0xffffffffu) : rank_;
   const uint32_t target = static_cast<uint32_t>(size_) * (use + 1);
-  if (std::atomic_ref<uint32_t>(header->arrived).fetch_add(1, std::memory_order_acq_rel) + 1 == target) {
-    futex_wake_all_shared(&header->arrived);  // the last to post wakes the ranks waiting for everyone
+  // The last to post wakes the ranks waiting for everyone, if any sleeps (a system call saved on most
+  // collectives). seq_cst with wait_all's registration: either it sees a sleeper, or the sleeper sees
+  // the new count before it sleeps.
+  if (std::atomic_ref<uint32_t>(header->arrived).fetch_add(1, std::memory_order_seq_cst) + 1 == target &&
+      std::atomic_ref<uint32_t>(header->sleepers).load(std::memory_order_seq_cst) > 0) {
+    futex_wake_all_shared(&header->arrived);
   }
   round.rows = rows;
   return round;
@@ -95,18 +97,21 @@ void SignatureBoard::wait_all(const Round& round, std::chrono::milliseconds time
   // Complete when the slot has seen all ranks post its use number `use` (wrap-safe comparison).
   const uint32_t target = static_cast<uint32_t>(size_) * (round.index / kSlots + 1);
   auto reached = [&](uint32_t now) { return static_cast<int32_t>(now - target) >= 0; };
-  // A peer arriving within a microsecond or two is worth a short poll; after that, sleep on the word
-  // (the last rank to post wakes the sleepers). Spinning longer (or polling with sched_yield) was
-  // measured to cost more than it saves on a host with more ranks than CPUs: it takes the CPU from the
-  // ranks that must arrive.
+  // With the check on, this wait is also the barrier of a barrier() and of every collective that waits
+  // for all signatures: poll as the data path's barrier does, then sleep on the word (the last rank to
+  // post wakes the sleepers).
+  if (poll_briefly(cpu_per_rank_, [&] { return reached(count.load(std::memory_order_acquire)); })) return;
   const auto start = std::chrono::steady_clock::now();
   auto next_check = start + SharedSegment::kCheckEvery;
-  for (int polls = 0;; ++polls) {
-    const uint32_t now = count.load(std::memory_order_acquire);
-    if (reached(now)) break;
-    if (polls < kPolls) continue;
-    futex_wait_shared(&header->arrived, now, SharedSegment::kCheckEvery);  // returns early when another rank posts
-    if (reached(count.load(std::memory_order_acquire))) break;
+  std::atomic_ref<uint32_t> sleepers(header->sleepers);
+  for (;;) {
+    // Registered as a sleeper before reading the word (both seq_cst): the last to post either sees the
+    // registration and wakes us, or bumped the word before our futex_wait compares it.
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t now = count.load(std::memory_order_seq_cst);
+    if (!reached(now)) futex_wait_shared(&header->arrived, now, SharedSegment::kCheckEvery);
+    sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (reached(count.load(std::memory_order_acquire))) return;
     segment_->throw_if_peers_lost(start, timeout, next_check);
   }
 }
