@@ -700,16 +700,12 @@ def _flux_prior_redux() -> dict:
 
 
 def _ideogram4() -> dict:
-    from diffusers import AutoencoderKLFlux2
     from diffusers.pipelines.ideogram4.pipeline_ideogram4 import QWEN3_VL_ACTIVATION_LAYERS as LAYERS
     tok = C.qwen2_chat_tokenizer()
     hidden = 8  # Qwen3-VL's width; the transformer reads the states of the layers LAYERS, concatenated
     return {"transformer": C.ideogram4_transformer(len(LAYERS) * hidden),
             "unconditional_transformer": C.ideogram4_transformer(len(LAYERS) * hidden),
-            "vae": AutoencoderKLFlux2(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",),
-                                      up_block_types=("UpDecoderBlock2D",), block_out_channels=(8,),
-                                      layers_per_block=1, latent_channels=4, norm_num_groups=1, sample_size=32,
-                                      patch_size=(2, 2), use_quant_conv=False, use_post_quant_conv=False),
+            "vae": C.vae_flux2_patched(),
             "text_encoder": C.qwen3_vl(tok, hidden=hidden, layers=max(LAYERS) + 1), "tokenizer": tok,
             "scheduler": C.flow_match()}
 
@@ -758,6 +754,36 @@ def _flux2_klein() -> dict:
     tok = C.qwen2_chat_tokenizer()
     return {"transformer": C.flux2_transformer(), "vae": C.vae_flux2(), "scheduler": C.flow_match(),
             "text_encoder": C.qwen3_causal_lm(tok), "tokenizer": tok}
+
+
+def _flux2() -> dict:
+    """FLUX.2 [dev]: its text encoder is Mistral 3, read through a chat template (the real one's Pixtral processor
+    does the same for a text-only prompt)."""
+    tok = C.qwen2_chat_tokenizer()
+    return {"transformer": C.flux2_transformer(guidance=True), "vae": C.vae_flux2(), "scheduler": C.flow_match(),
+            "text_encoder": C.mistral3(tok), "tokenizer": tok}
+
+
+def _ernie_image() -> dict:
+    tok = C.qwen2_tokenizer()
+    return {"transformer": C.ernie_image_transformer(), "vae": C.vae_flux2_patched(), "scheduler": C.flow_match(),
+            "text_encoder": C.mistral3(tok, lm_head=False), "tokenizer": tok}
+
+
+def _visualcloze_grid(size: int) -> Callable:
+    """VisualCloze's image grid: one in-context example row (two images) and the query row (its image, then the
+    one to generate, None)."""
+    def make():
+        import numpy as np
+        from PIL import Image
+        rng = np.random.default_rng(5)
+        image = [Image.fromarray(rng.integers(0, 256, (size, size, 3), dtype=np.uint8), mode="RGB") for _ in range(3)]
+        return [[image[0], image[1]], [image[2], None]]
+    return make
+
+
+_VISUALCLOZE_CALL = {"task_prompt": "Each row goes from [IMAGE1] a depth map to [IMAGE2] a clear photo.",
+                     "content_prompt": "a photo of a cat", "image": _visualcloze_grid(32), "max_sequence_length": 48}
 
 
 def _dit() -> dict:
@@ -964,6 +990,14 @@ RECIPES: dict[str, Recipe] = {
     "BriaFiboPipeline": Recipe(_bria_fibo, {"prompt": "{'text': 'a photo of a cat'}", "negative_prompt": "bad, ugly"}),
     "BriaFiboEditPipeline": Recipe(_bria_fibo, {
         "prompt": '{"text": "a photo of a cat", "edit_instruction": "a photo of a dog"}', "negative_prompt": "bad, ugly"}),
+    "Flux2Pipeline": Recipe(_flux2, _KLEIN_CALL | {"guidance_scale": 4.0, "image": None}, size=8),  # text to image
+    # ERNIE-Image, without its prompt enhancer (an optional Ministral 3 that rewrites the prompt)
+    "ErnieImagePipeline": Recipe(_ernie_image, {"use_pe": False}),
+    # VisualCloze: Flux Fill over a grid of in-context examples and the query (image latents and mask: 12 channels);
+    # the combined pipeline upsamples the result in a second pass
+    "VisualClozeGenerationPipeline": Recipe(lambda: _flux(12, 4)() | {"resolution": 32}, _VISUALCLOZE_CALL),
+    "VisualClozePipeline": Recipe(lambda: _flux(12, 4)() | {"resolution": 32}, _VISUALCLOZE_CALL | {
+        "upsampling_height": 32, "upsampling_width": 32, "upsampling_strength": 0.4}),
     # Ideogram 4: a conditional and an unconditional transformer, guidance per step
     "Ideogram4Pipeline": Recipe(_ideogram4, {"guidance_schedule": [1.5, 1.5], "max_sequence_length": 48}, size=16),
     # Flux Redux: no denoiser; SigLIP image states embedded as T5-width prompt tokens (its output: the embeddings)

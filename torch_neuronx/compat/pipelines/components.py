@@ -514,11 +514,14 @@ def qwen3_causal_lm(tokenizer, hidden: int = 16):
                                         vocab_size=vocab_size(tokenizer), max_position_embeddings=512))
 
 
-def flux2_transformer():
+def flux2_transformer(guidance: bool = False):
+    """Flux.2's transformer (text: one layer's 16-wide states); guidance: FLUX.2 [dev]'s embedded guidance (Klein
+    has none)."""
     from diffusers import Flux2Transformer2DModel
     return Flux2Transformer2DModel(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1,
                                    attention_head_dim=16, num_attention_heads=2, joint_attention_dim=16,
-                                   timestep_guidance_channels=256, axes_dims_rope=[4, 4, 4, 4], guidance_embeds=False)
+                                   timestep_guidance_channels=256, axes_dims_rope=[4, 4, 4, 4],
+                                   guidance_embeds=guidance)
 
 
 def vae_flux2():
@@ -1475,3 +1478,37 @@ def ideogram4_transformer(llm_features_dim: int):
     return Ideogram4Transformer2DModel(in_channels=16, num_layers=2, attention_head_dim=8, num_attention_heads=4,
                                        intermediate_size=32, adaln_dim=16, llm_features_dim=llm_features_dim,
                                        rope_theta=10_000, mrope_section=(2, 1, 1), norm_eps=1e-5)
+
+
+def mistral3(tokenizer, hidden: int = 16, lm_head: bool = True):
+    """Mistral 3 (Mistral-Small-3.1: FLUX.2 [dev]'s text encoder, with its LM head; ERNIE-Image's, without) with a
+    tiny Pixtral vision tower, one layer each."""
+    from transformers import Mistral3Config, Mistral3ForConditionalGeneration, Mistral3Model
+    pad = tokenizer.pad_token_id
+    config = Mistral3Config(
+        text_config={"model_type": "mistral", "vocab_size": vocab_size(tokenizer), "hidden_size": hidden,
+                     "intermediate_size": 37, "max_position_embeddings": 512, "num_attention_heads": 4,
+                     "num_hidden_layers": 1, "num_key_value_heads": 2, "rms_norm_eps": 1e-05,
+                     "rope_theta": 1000000000.0, "sliding_window": None, "pad_token_id": pad},
+        vision_config={"model_type": "pixtral", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 4,
+                       "intermediate_size": 37, "image_size": 30, "patch_size": 6, "num_channels": 3},
+        pad_token_id=pad, image_seq_length=4, vision_feature_layer=-1,
+        image_token_index=tokenizer.convert_tokens_to_ids("<|image_pad|>"))
+    return (Mistral3ForConditionalGeneration if lm_head else Mistral3Model)(config).eval()
+
+
+def vae_flux2_patched():
+    """Flux.2's VAE with 4 latent channels in 2x2 patches (16 transformer channels): Ideogram 4's and ERNIE-Image's."""
+    from diffusers import AutoencoderKLFlux2
+    return AutoencoderKLFlux2(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",),
+                              up_block_types=("UpDecoderBlock2D",), block_out_channels=(8,), layers_per_block=1,
+                              latent_channels=4, norm_num_groups=1, sample_size=32, patch_size=(2, 2),
+                              use_quant_conv=False, use_post_quant_conv=False)
+
+
+def ernie_image_transformer():
+    """ERNIE-Image's transformer over 16 channels (2x2-patched latents), Mistral 3's 16-wide states as the text."""
+    from diffusers import ErnieImageTransformer2DModel
+    return ErnieImageTransformer2DModel(hidden_size=16, num_attention_heads=1, num_layers=1, ffn_hidden_size=16,
+                                        in_channels=16, out_channels=16, patch_size=1, text_in_dim=16, rope_theta=256,
+                                        rope_axes_dim=(8, 4, 4), eps=1e-6, qk_layernorm=True)
