@@ -786,6 +786,35 @@ _VISUALCLOZE_CALL = {"task_prompt": "Each row goes from [IMAGE1] a depth map to 
                      "content_prompt": "a photo of a cat", "image": _visualcloze_grid(32), "max_sequence_length": 48}
 
 
+def _blip_diffusion(controlnet: bool = False) -> Callable[[], dict]:
+    """BLIP-Diffusion: the reference image's subject (Q-Former) enters the CLIP prompt; 8 wide throughout."""
+    def build() -> dict:
+        from diffusers import PNDMScheduler
+        from diffusers.pipelines.deprecated.blip_diffusion.blip_image_processing import BlipImageProcessor
+        tok = C.clip_tokenizer()
+        out = {"text_encoder": C.context_clip_text(tok), "tokenizer": tok, "vae": C.vae_kl(), "qformer": C.blip2_qformer(),
+               "unet": C.sd_unet(cross_attention_dim=8), "image_processor": BlipImageProcessor(),
+               "scheduler": PNDMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
+                                          set_alpha_to_one=False, skip_prk_steps=True)}
+        if controlnet:
+            out["controlnet"] = C.controlnet_for(C.sd_unet(cross_attention_dim=8))
+        return out
+    return build
+
+
+_BLIP_CALL = {"reference_image": _pil_image(32), "source_subject_category": "cat", "target_subject_category": "cat",
+              "prompt_reps": 2}
+
+
+def _zimage_omni() -> dict:
+    import torch
+    siglip, siglip_processor = C.siglip2_vision()
+    out = _zimage() | {"transformer": C.zimage_transformer(siglip_feat_dim=16), "siglip": siglip,
+                       "siglip_processor": siglip_processor}
+    out["vae"] = out["vae"].to(torch.bfloat16)  # the pipeline encodes condition images as bfloat16, whatever the VAE's
+    return out
+
+
 def _dit() -> dict:
     return {"transformer": C.dit_transformer(), "vae": C.vae_kl(blocks=(4,)), "scheduler": C.ddim()}
 
@@ -998,6 +1027,11 @@ RECIPES: dict[str, Recipe] = {
     "VisualClozeGenerationPipeline": Recipe(lambda: _flux(12, 4)() | {"resolution": 32}, _VISUALCLOZE_CALL),
     "VisualClozePipeline": Recipe(lambda: _flux(12, 4)() | {"resolution": 32}, _VISUALCLOZE_CALL | {
         "upsampling_height": 32, "upsampling_width": 32, "upsampling_strength": 0.4}),
+    # BLIP-Diffusion: subject-driven generation from a reference image; with a ControlNet on a condition image.
+    # Both fail on CPU under Transformers 5: Diffusers' Q-Former calls PreTrainedModel.invert_attention_mask, removed
+    "BlipDiffusionPipeline": Recipe(_blip_diffusion(), _BLIP_CALL),
+    "BlipDiffusionControlNetPipeline": Recipe(_blip_diffusion(controlnet=True),
+                                              _BLIP_CALL | {"condtioning_image": _pil_image(32)}),  # sic
     # Ideogram 4: a conditional and an unconditional transformer, guidance per step
     "Ideogram4Pipeline": Recipe(_ideogram4, {"guidance_schedule": [1.5, 1.5], "max_sequence_length": 48}, size=16),
     # Flux Redux: no denoiser; SigLIP image states embedded as T5-width prompt tokens (its output: the embeddings)
@@ -1206,6 +1240,8 @@ RECIPES: dict[str, Recipe] = {
     "ZImageControlNetInpaintPipeline": Recipe(lambda: _zimage() | {"controlnet": C.zimage_controlnet(33)},
                                               _ZIMAGE_CALL),
     "ZImagePipeline": Recipe(_zimage, _ZIMAGE_CALL),
+    # Z-Image Omni: the condition image enters as VAE latents and as SigLIP 2 features
+    "ZImageOmniPipeline": Recipe(_zimage_omni, _ZIMAGE_CALL | {"image": _pil_image(64)}),  # at least 64 pixels
     "OvisImagePipeline": Recipe(_ovis, {"max_sequence_length": 32, "negative_prompt": "bad quality"}, size=16),
     "BriaPipeline": Recipe(_bria, {"max_sequence_length": 48, "negative_prompt": "bad, ugly"}, size=16),
     "PRXPipeline": Recipe(_prx, {"use_resolution_binning": False, "guidance_scale": 1.0}),

@@ -494,13 +494,14 @@ def qwen3_text(tokenizer, hidden: int = 16):
                                   num_key_value_heads=2, vocab_size=vocab_size(tokenizer), max_position_embeddings=512))
 
 
-def zimage_transformer():
+def zimage_transformer(**extra):
+    """Z-Image's transformer (Qwen3's 16-wide text); Omni: siglip_feat_dim, the SigLIP 2 features of its images."""
     import torch
     from diffusers import ZImageTransformer2DModel
     model = ZImageTransformer2DModel(all_patch_size=(2,), all_f_patch_size=(1,), in_channels=16, dim=32, n_layers=2,
                                      n_refiner_layers=1, n_heads=2, n_kv_heads=2, norm_eps=1e-5, qk_norm=True,
                                      cap_feat_dim=16, rope_theta=256.0, t_scale=1000.0, axes_dims=[8, 4, 4],
-                                     axes_lens=[256, 32, 32])
+                                     axes_lens=[256, 32, 32], **extra)
     with torch.no_grad():  # created with torch.empty: fixed values, or the run reads uninitialized memory
         model.x_pad_token.fill_(1.0)
         model.cap_pad_token.fill_(1.0)
@@ -1512,3 +1513,40 @@ def ernie_image_transformer():
     return ErnieImageTransformer2DModel(hidden_size=16, num_attention_heads=1, num_layers=1, ffn_hidden_size=16,
                                         in_channels=16, out_channels=16, patch_size=1, text_in_dim=16, rope_theta=256,
                                         rope_axes_dim=(8, 4, 4), eps=1e-6, qk_layernorm=True)
+
+
+def blip2_qformer(hidden: int = 8):
+    """BLIP-Diffusion's Q-Former (Diffusers' own Blip2QFormerModel: a tiny BLIP-2 vision tower, 224-pixel images in
+    14-pixel patches, and 8 query tokens). Its constructor loads a BERT tokenizer by name or path: bert_tokenizer()
+    is saved to a temporary directory and loaded from there (no download)."""
+    import tempfile
+    from transformers import Blip2Config
+    from diffusers.pipelines.deprecated.blip_diffusion.modeling_blip2 import Blip2QFormerModel
+    with tempfile.TemporaryDirectory() as path:
+        bert_tokenizer().save_pretrained(path)
+        config = Blip2Config(
+            vision_config={"hidden_size": hidden, "intermediate_size": 8, "num_hidden_layers": 1,
+                           "num_attention_heads": 1, "image_size": 224, "patch_size": 14, "hidden_act": "quick_gelu"},
+            qformer_config={"vocab_size": 1000, "hidden_size": hidden, "num_hidden_layers": 1, "num_attention_heads": 1,
+                            "intermediate_size": 8, "max_position_embeddings": 512, "cross_attention_frequency": 1,
+                            "encoder_hidden_size": hidden},
+            num_query_tokens=8, tokenizer=path)
+        return Blip2QFormerModel(config)
+
+
+def context_clip_text(tokenizer, hidden: int = 8):
+    """BLIP-Diffusion's text encoder: CLIP's, with the Q-Former's subject embeddings spliced into the prompt."""
+    from transformers import CLIPTextConfig
+    from diffusers.pipelines.deprecated.blip_diffusion.modeling_ctx_clip import ContextCLIPTextModel
+    return ContextCLIPTextModel(CLIPTextConfig(vocab_size=vocab_size(tokenizer), hidden_size=hidden, intermediate_size=8,
+                                               projection_dim=hidden, num_hidden_layers=1, num_attention_heads=1,
+                                               max_position_embeddings=MAX_TOKENS, bos_token_id=0, eos_token_id=1,
+                                               pad_token_id=1))
+
+
+def siglip2_vision(hidden: int = 16):
+    """A SigLIP 2 (NaFlex) image encoder, 8-pixel patches, and its image processor."""
+    from transformers import Siglip2ImageProcessor, Siglip2VisionConfig, Siglip2VisionModel
+    model = Siglip2VisionModel(Siglip2VisionConfig(hidden_size=hidden, intermediate_size=37, num_hidden_layers=1,
+                                                   num_attention_heads=2, patch_size=8, num_patches=16))
+    return model.eval(), Siglip2ImageProcessor(patch_size=8, max_num_patches=16)
