@@ -815,6 +815,20 @@ def _zimage_omni() -> dict:
     return out
 
 
+def _llada2() -> dict:
+    """LLaDA 2: a language model denoises blocks of masked tokens (a tiny Llama here: the pipeline needs only
+    logits); the mask token is one of the tokenizer's special tokens."""
+    from diffusers import BlockRefinementScheduler
+    tok = C.qwen2_tokenizer()
+    return {"model": C.llama_causal_lm(tok), "scheduler": BlockRefinementScheduler(), "tokenizer": tok}
+
+
+def _diffusion_gemma() -> dict:
+    from diffusers import BlockRefinementScheduler
+    tok = C.gemma_tokenizer()
+    return {"model": C.diffusion_gemma(tok), "scheduler": BlockRefinementScheduler(), "processor": tok}
+
+
 def _dit() -> dict:
     return {"transformer": C.dit_transformer(), "vae": C.vae_kl(blocks=(4,)), "scheduler": C.ddim()}
 
@@ -956,6 +970,7 @@ def _bria_fibo() -> dict:
             "text_encoder": C.smollm3(tok), "tokenizer": tok}
 
 
+_QWEN_MASK_TOKEN = 256  # qwen2_tokenizer's first special token after the 256 byte symbols: "<|endoftext|>"
 _T5_SHORT = {"max_sequence_length": 16}
 _PAG_SD3 = {"pag_applied_layers": ["blocks.0"]}  # the tiny transformer has one block
 _FLUX_CALL = {"max_sequence_length": 48}
@@ -1032,6 +1047,13 @@ RECIPES: dict[str, Recipe] = {
     "BlipDiffusionPipeline": Recipe(_blip_diffusion(), _BLIP_CALL),
     "BlipDiffusionControlNetPipeline": Recipe(_blip_diffusion(controlnet=True),
                                               _BLIP_CALL | {"condtioning_image": _pil_image(32)}),  # sic
+    # LLaDA 2: text by masked diffusion, two blocks of 8 tokens, greedy (temperature 0); the token ids are compared
+    "LLaDA2Pipeline": Recipe(_llada2, {"use_chat_template": False, "gen_length": 16, "block_length": 8,
+                                       "temperature": 0.0, "eos_early_stop": False, "output_type": "seq",
+                                       "mask_token_id": _QWEN_MASK_TOKEN}),
+    # DiffusionGemma: text by block diffusion (two canvases of 8 tokens), greedy; a text prompt, no image
+    "DiffusionGemmaPipeline": Recipe(_diffusion_gemma, {"gen_length": 16, "temperature": 0.0, "eos_early_stop": False,
+                                                        "output_type": "seq", "image": None}),
     # Ideogram 4: a conditional and an unconditional transformer, guidance per step
     "Ideogram4Pipeline": Recipe(_ideogram4, {"guidance_schedule": [1.5, 1.5], "max_sequence_length": 48}, size=16),
     # Flux Redux: no denoiser; SigLIP image states embedded as T5-width prompt tokens (its output: the embeddings)

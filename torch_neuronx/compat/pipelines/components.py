@@ -1550,3 +1550,26 @@ def siglip2_vision(hidden: int = 16):
     model = Siglip2VisionModel(Siglip2VisionConfig(hidden_size=hidden, intermediate_size=37, num_hidden_layers=1,
                                                    num_attention_heads=2, patch_size=8, num_patches=16))
     return model.eval(), Siglip2ImageProcessor(patch_size=8, max_num_patches=16)
+
+
+# a chat template that renders each message's text (a string, or its text parts) one after another
+_PLAIN_CHAT_TEMPLATE = ("{% for m in messages %}{% if m['content'] is string %}{{ m['content'] }}{% else %}"
+                        "{% for part in m['content'] %}{% if part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+                        "{% endfor %}{% endif %}{% endfor %}")
+
+
+def diffusion_gemma(tokenizer):
+    """DiffusionGemma (block diffusion over a canvas of 8 tokens): a two-layer, 16-wide Gemma 4 text model with two
+    experts, and a one-layer vision tower; its processor is `tokenizer` with a plain chat template."""
+    from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
+    tokenizer.chat_template = _PLAIN_CHAT_TEMPLATE
+    unk = tokenizer.unk_token_id  # image markers: the tiny vocabulary has none (no image is given)
+    config = DiffusionGemmaConfig(
+        text_config={"vocab_size": vocab_size(tokenizer), "hidden_size": 16, "intermediate_size": 32,
+                     "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8,
+                     "global_head_dim": 8, "layer_types": ["sliding_attention", "full_attention"], "sliding_window": 16,
+                     "max_position_embeddings": 256, "num_experts": 2, "top_k_experts": 1, "moe_intermediate_size": 16},
+        vision_config={"model_type": "gemma4_vision", "hidden_size": 16, "intermediate_size": 16,
+                       "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 8},
+        canvas_length=8, boi_token_id=unk, eoi_token_id=unk, image_token_id=unk)
+    return DiffusionGemmaForBlockDiffusion(config).eval()

@@ -42,9 +42,10 @@ ATOL, RTOL = 1e-4, 1e-3
 # The widest tolerance a compiled output gets from the CPU compile's own rounding: one level of an 8-bit image.
 COMPILE_ROUNDING_CAP = 1 / 255
 # the models a compiled run compiles: the denoisers (prior_prior: of a combined pipeline; image_unet: Versatile
-# Diffusion's), or the pipeline's one model where it has no denoiser (the latent upsampler, Flux Redux's embedder)
+# Diffusion's; model: the language model of a text-diffusion pipeline), or the pipeline's one model where it has no
+# denoiser (the latent upsampler, Flux Redux's embedder)
 DENOISERS = ("unet", "transformer", "transformer_2", "unconditional_transformer", "prior", "decoder", "prior_prior",
-             "image_unet", "diffusion_decoder", "latent_upsampler", "image_embedder")
+             "image_unet", "model", "diffusion_decoder", "latent_upsampler", "image_embedder")
 
 
 def build(name: str):
