@@ -829,6 +829,23 @@ def _diffusion_gemma() -> dict:
     return {"model": C.diffusion_gemma(tok), "scheduler": BlockRefinementScheduler(), "processor": tok}
 
 
+def _ace_step() -> dict:
+    from diffusers import AutoencoderOobleck
+    from transformers import Qwen3Config, Qwen3Model
+    tok = C.qwen2_chat_tokenizer()
+    audio_tokenizer, audio_token_detokenizer = C.ace_step_audio_tokenizers()
+    return {"transformer": C.ace_step_transformer(), "condition_encoder": C.ace_step_condition_encoder(),
+            "vae": AutoencoderOobleck(encoder_hidden_size=6, downsampling_ratios=[1, 2], decoder_channels=3,
+                                      decoder_input_channels=8, audio_channels=2, channel_multiples=[2, 4],
+                                      sampling_rate=50),  # 25 latent frames a second, 2 samples each: all kept
+            "text_encoder": Qwen3Model(Qwen3Config(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                                   num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                                   vocab_size=C.vocab_size(tok), max_position_embeddings=256)),
+            "tokenizer": tok, "scheduler": _scheduler("FlowMatchEulerDiscreteScheduler", num_train_timesteps=1,
+                                                      shift=1.0)(),
+            "audio_tokenizer": audio_tokenizer, "audio_token_detokenizer": audio_token_detokenizer}
+
+
 def _dit() -> dict:
     return {"transformer": C.dit_transformer(), "vae": C.vae_kl(blocks=(4,)), "scheduler": C.ddim()}
 
@@ -964,6 +981,15 @@ def _hunyuan_image() -> dict:
             "ocr_guider": AdaptiveProjectedMixGuidance(adaptive_projected_guidance_start_step=3)}
 
 
+def _hunyuan_image_refiner() -> dict:
+    from diffusers.guiders import AdaptiveProjectedMixGuidance
+    tok = C.qwen2_tokenizer()
+    return {"transformer": C.hunyuan_image_transformer(refiner=True),
+            "vae": C.vae_hunyuan_image_refiner(), "scheduler": _scheduler("FlowMatchEulerDiscreteScheduler", shift=7.0)(),
+            "text_encoder": C.qwen25_vl(tok), "tokenizer": tok,
+            "guider": AdaptiveProjectedMixGuidance(adaptive_projected_guidance_start_step=2)}
+
+
 def _bria_fibo() -> dict:
     tok = C.t5_tokenizer()
     return {"transformer": C.bria_fibo_transformer(), "vae": C.wan22_vae(), "scheduler": C.flow_match(),
@@ -1018,6 +1044,9 @@ RECIPES: dict[str, Recipe] = {
     "StableAudio3InpaintPipeline": Recipe(_stable_audio3(local_cond_dim=9), {"duration": 1.0, "audio": _tensor(6, 1, 2, 16),
                                                            "mask_start_seconds": 0.25, "mask_end_seconds": 0.75}),
     "StableAudioPipeline": Recipe(_stable_audio, {"guidance_scale": 6.0}),
+    # ACE-Step: music from a prompt and lyrics, 0.4 s (10 latent frames at 25 Hz)
+    "AceStepPipeline": Recipe(_ace_step, {"lyrics": "[verse]\nsoft notes in the morning", "audio_duration": 0.4,
+                                          "max_text_length": 32}),
     # LongCat-AudioDiT: 0.1 s of mono audio at 24 kHz
     "LongCatAudioDiTPipeline": Recipe(lambda: {"transformer": C.longcat_audio_dit(), "vae": C.vae_longcat_audio(),
                                                **_t5_text(umt5=True)}, {"audio_duration_s": 0.1}),
@@ -1030,6 +1059,7 @@ RECIPES: dict[str, Recipe] = {
                                  size=16),
     # HunyuanImage 2.1: Qwen2.5-VL and ByT5 (glyphs) condition the transformer; adaptive projected guidance
     "HunyuanImagePipeline": Recipe(_hunyuan_image, size=16),
+    "HunyuanImageRefinerPipeline": Recipe(_hunyuan_image_refiner),
     # Bria FIBO: a JSON-like structured prompt read by SmolLM3
     "BriaFiboPipeline": Recipe(_bria_fibo, {"prompt": "{'text': 'a photo of a cat'}", "negative_prompt": "bad, ugly"}),
     "BriaFiboEditPipeline": Recipe(_bria_fibo, {

@@ -1398,13 +1398,16 @@ def anyflow_transformer(far: bool = False):
     return AnyFlowTransformer3DModel(**common)
 
 
-def hunyuan_image_transformer(text_dim: int = 16, in_channels: int = 4, out_channels: int = 4):
-    """HunyuanImage 2.1's transformer: Qwen2.5-VL states (`text_dim`) and ByT5 glyph states (byt5_encoder's 32)."""
+def hunyuan_image_transformer(text_dim: int = 16, refiner: bool = False):
+    """HunyuanImage 2.1's transformer: Qwen2.5-VL states (`text_dim`) and ByT5 glyph states (byt5_encoder's 32).
+    refiner: over frames (3D patches and RoPE), the image's latents (two frames folded into 8 channels) joined to
+    the noise's (16 in, 8 out), with embedded guidance."""
     from diffusers import HunyuanImageTransformer2DModel
-    return HunyuanImageTransformer2DModel(in_channels=in_channels, out_channels=out_channels, num_attention_heads=4,
-                                          attention_head_dim=8, num_layers=1, num_single_layers=1,
-                                          num_refiner_layers=1, patch_size=(1, 1), guidance_embeds=False,
-                                          text_embed_dim=text_dim, text_embed_2_dim=32, rope_axes_dim=(4, 4))
+    shape = dict(in_channels=16, out_channels=8, patch_size=(1, 1, 1), rope_axes_dim=(4, 2, 2), guidance_embeds=True) \
+        if refiner else dict(in_channels=4, out_channels=4, patch_size=(1, 1), rope_axes_dim=(4, 4), guidance_embeds=False)
+    return HunyuanImageTransformer2DModel(num_attention_heads=4, attention_head_dim=8, num_layers=1,
+                                          num_single_layers=1, num_refiner_layers=1, text_embed_dim=text_dim,
+                                          text_embed_2_dim=32, **shape)
 
 
 def vae_hunyuan_image():
@@ -1573,3 +1576,39 @@ def diffusion_gemma(tokenizer):
                        "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 8},
         canvas_length=8, boi_token_id=unk, eoi_token_id=unk, image_token_id=unk)
     return DiffusionGemmaForBlockDiffusion(config).eval()
+
+
+# ACE-Step's attention blocks, all of one tiny size
+_ACE_STEP_ATTENTION = {"intermediate_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+                       "rope_theta": 10000.0, "sliding_window": 16}
+
+
+def ace_step_transformer():
+    """ACE-Step's music DiT over 8 acoustic latent channels (24 in: the latents, the source and a mask)."""
+    from diffusers import AceStepTransformer1DModel
+    return AceStepTransformer1DModel(hidden_size=32, num_hidden_layers=2, in_channels=24, audio_acoustic_hidden_dim=8,
+                                     patch_size=2, **_ACE_STEP_ATTENTION)
+
+
+def ace_step_condition_encoder(text_dim: int = 32):
+    """ACE-Step's condition encoder: the prompt's states (`text_dim`), the lyrics and a timbre reference."""
+    from diffusers.pipelines.ace_step import AceStepConditionEncoder
+    return AceStepConditionEncoder(hidden_size=32, text_hidden_dim=text_dim, timbre_hidden_dim=8,
+                                   num_lyric_encoder_hidden_layers=2, num_timbre_encoder_hidden_layers=2,
+                                   **_ACE_STEP_ATTENTION)
+
+
+def ace_step_audio_tokenizers():
+    """ACE-Step's audio tokenizer (FSQ over pooled acoustic latents) and its detokenizer."""
+    from diffusers.pipelines.ace_step import AceStepAudioTokenDetokenizer, AceStepAudioTokenizer
+    common = dict(hidden_size=32, audio_acoustic_hidden_dim=8, pool_window_size=2,
+                  num_attention_pooler_hidden_layers=1, **_ACE_STEP_ATTENTION)
+    return (AceStepAudioTokenizer(fsq_dim=32, fsq_input_levels=[4, 4, 4], fsq_input_num_quantizers=1, **common),
+            AceStepAudioTokenDetokenizer(**common))
+
+
+def vae_hunyuan_image_refiner():
+    """HunyuanImage 2.1 refiner's causal 3D VAE (4 times smaller latents, 4 channels)."""
+    from diffusers import AutoencoderKLHunyuanImageRefiner
+    return AutoencoderKLHunyuanImageRefiner(latent_channels=4, block_out_channels=(8, 16, 16), layers_per_block=1,
+                                            spatial_compression_ratio=4, temporal_compression_ratio=2)
