@@ -35,6 +35,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mm", native::mm);
   m.impl("addmm", native::addmm);
   m.impl("bmm", native::bmm);
+  m.impl("zero_", native::zero_);
+  m.impl("sum.dim_IntList", native::sum_dim);
+  m.impl("mean.dim", native::mean_dim);
+  m.impl("cat", native::cat);
   m.impl("histc", native::histc_any_dtype);
   m.impl("histc.out", native::histc_out);
   m.impl("convolution_overrideable", native::convolution);

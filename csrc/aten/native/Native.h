@@ -53,6 +53,17 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
                  const at::Scalar& alpha);
 at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2);
 
+// HostAliasOps.cpp: sum and mean over dimensions, cat: the CPU kernel on host aliases, the result adopted;
+// calls outside the common case (one core, one floating dtype, no dtype conversion) take the boxed fallback.
+at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                   std::optional<at::ScalarType> dtype);
+at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                    std::optional<at::ScalarType> dtype);
+at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim);
+
+// Zero.cpp: zero_ of a dense tensor is a memset through the host bridge; other calls take the fallback.
+at::Tensor& zero_(at::Tensor& self);
+
 // Histc.cpp
 at::Tensor histc_any_dtype(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max);
 at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max,
