@@ -1,5 +1,7 @@
 """Elementwise ops that run the host's compute kernels directly on device memory (csrc/aten/native/HostKernels.h):
-same results as CPU bit for bit, CUDA's errors, no trip through the boxed fallback unless dtypes mix."""
+same results as CPU bit for bit, CUDA's errors, no trip through the boxed fallback unless dtypes mix. Also the
+frequent ops with a dedicated path short of the fallback: zero_ (Zero.cpp), sum/mean over dims and cat
+(HostAliasOps.cpp)."""
 
 import pytest
 import torch
@@ -140,3 +142,41 @@ def test_fp64_error_mode_still_applies(monkeypatch):
     finally:
         dtypes.set_fp64_mode(dtypes.DEFAULT_FP64)
     assert torch.equal((d + d).cpu(), torch.full((3,), 2.0, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_zero_sum_mean_cat_match_cpu_without_fallback(dtype):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 10, 7, generator=g).mul(3).to(dtype)
+    cases = {
+        "sum": lambda t: t.sum(-1), "sum_keepdim": lambda t: t.sum((0, 2), keepdim=True), "sum_all": lambda t: t.sum(),
+        "sum_strided": lambda t: t.transpose(0, 2).sum(1), "mean": lambda t: t.mean(-1, keepdim=True),
+        "mean_all": lambda t: t.mean((0, 1, 2)), "cat": lambda t: torch.cat([t, t[:, :3], -t], 1),
+        "cat_strided": lambda t: torch.cat([t.transpose(1, 2), t[:, :7].transpose(1, 2)], -1),
+        "cat_empty": lambda t: torch.cat([t[:0], t], 0), "zeros": lambda t: torch.zeros_like(t),
+        "zero_": lambda t: t.clone().zero_(), "zero_permuted": lambda t: t.clone().transpose(0, 1).zero_(),
+    }
+    for name, f in cases.items():
+        torch_neuronx.clear_op_tracking()
+        out = f(x.neuron())
+        assert fallback_calls() == 0, (name, torch_neuronx.get_emulator_op_counts())
+        expected = f(x)
+        assert out.device == torch.device("neuron:0") and out.dtype == expected.dtype, name
+        assert out.stride() == expected.stride() and torch.equal(out.cpu(), expected), name
+
+
+def test_zero_sum_mean_cat_outside_the_common_case_take_the_fallback():
+    x = torch.arange(60, dtype=torch.int32).reshape(6, 10)
+    f = torch.randn(6, 10)
+    cases = {
+        "sum_int": lambda t, u: t.sum(1), "sum_half_to_float": lambda t, u: u.half().sum(1, dtype=torch.float32),
+        "cat_mixed_dtypes": lambda t, u: torch.cat([t, u]), "mean_to_half": lambda t, u: u.mean(0, dtype=torch.half),
+        "zero_strided": lambda t, u: u.clone()[:, ::2].zero_(), "zero_int64_rule": lambda t, u: t.long().zero_(),
+    }
+    for name, fn in cases.items():
+        torch_neuronx.clear_op_tracking()
+        out = fn(x.neuron(), f.neuron())
+        assert fallback_calls() > 0, name
+        assert torch.equal(out.cpu(), fn(x, f)), name
+    with pytest.raises(RuntimeError, match=r"found at least two devices, neuron:0 and cpu! \(when running aten::cat"):
+        torch.cat([f.neuron(), f])
