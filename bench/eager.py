@@ -5,6 +5,8 @@ Prints four ratios (neuron / CPU):
   per-op cost  2-layer, hidden-128 Llama forward+backward on 2x64 tokens (small ops: what the
                device adds per op shows), best of 20 alternating steps, median of 3 processes
                                                              target <= 1.03
+               (also printed in thread CPU time, time.thread_time: the same steps, immune to
+               preemption by other processes, so it still reads on a loaded machine; no target)
   small add    latency of 10k small adds                     target <= 1.5
   peak RSS     process peak RSS growth for one forward       target <= 1.1 (zero-copy: no second buffer)
 Timings interleave CPU and neuron runs and take the best repeat of each, since this machine is noisy.
@@ -67,8 +69,9 @@ def train_step_ratio(repeats: int) -> float:
     return min(times["neuron"]) / min(times["cpu"])
 
 
-def small_llama_step_ratio(steps: int = 20) -> float:
-    """Forward+backward of a 2-layer, hidden-128 Llama on 2x64 tokens, best of `steps` alternating steps."""
+def small_llama_step_ratios(steps: int = 20) -> tuple[float, float]:
+    """Forward+backward of a 2-layer, hidden-128 Llama on 2x64 tokens, best of `steps` alternating steps:
+    the ratio in wall-clock time and in the thread's CPU time."""
     from transformers import LlamaConfig, LlamaForCausalLM
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
@@ -86,22 +89,26 @@ def small_llama_step_ratio(steps: int = 20) -> float:
         for _ in range(3):
             step(d)  # warm-up
     times = {"cpu": [], "neuron": []}
+    cpu_times = {"cpu": [], "neuron": []}
     for _ in range(steps):
         for d in ("cpu", "neuron"):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             step(d)
             times[d].append(time.perf_counter() - t)
-    return min(times["neuron"]) / min(times["cpu"])
+            cpu_times[d].append(time.thread_time() - c)
+    return (min(times["neuron"]) / min(times["cpu"]), min(cpu_times["neuron"]) / min(cpu_times["cpu"]))
 
 
-def per_op_cost_ratio(processes: int = 3) -> float:
-    """The median over fresh processes of small_llama_step_ratio (one process's best can be lucky)."""
-    ratios = []
+def per_op_cost_ratios(processes: int = 3) -> tuple[float, float]:
+    """The medians over fresh processes of small_llama_step_ratios (one process's best can be lucky)."""
+    wall, cpu = [], []
     for _ in range(processes):
         out = subprocess.run([sys.executable, os.path.abspath(__file__), "--small-llama-child"],
                              capture_output=True, text=True, check=True)
-        ratios.append(float(out.stdout.strip().splitlines()[-1]))
-    return sorted(ratios)[len(ratios) // 2]
+        w, c = out.stdout.strip().splitlines()[-1].split()
+        wall.append(float(w))
+        cpu.append(float(c))
+    return sorted(wall)[len(wall) // 2], sorted(cpu)[len(cpu) // 2]
 
 
 def small_add_ratio(repeats: int, n: int = 10_000) -> float:
@@ -156,12 +163,13 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.small_llama_child:  # one process of per_op_cost_ratio
-        print(small_llama_step_ratio())
+        print(*small_llama_step_ratios())
         return
     # The measurements in child processes first: a process holds the NeuronCores it uses until it exits
     # (core ownership), so once this process has used its core a child could not.
+    per_op, per_op_cpu_time = per_op_cost_ratios()
     results = {
-        "per_op_cost_ratio": per_op_cost_ratio(),
+        "per_op_cost_ratio": per_op,
         "peak_rss_ratio": peak_rss_ratio(),
         "train_step_ratio": train_step_ratio(args.repeats),
         "small_add_ratio": small_add_ratio(2 * args.repeats),
@@ -169,11 +177,13 @@ def main() -> None:
     results = {k: results[k] for k in ("train_step_ratio", "per_op_cost_ratio", "small_add_ratio", "peak_rss_ratio")}
     targets = {"train_step_ratio": 1.05, "per_op_cost_ratio": 1.03, "small_add_ratio": 1.5, "peak_rss_ratio": 1.1}
     if args.json:
-        print(json.dumps(results))
+        print(json.dumps({**results, "per_op_cost_cpu_time_ratio": per_op_cpu_time}))
         return
     print("neuron / CPU, same run (lower is better)")
     for k, v in results.items():
         print(f"  {k:18s} {v:6.3f}   target <= {targets[k]}   {'ok' if v <= targets[k] else 'MISSED'}")
+        if k == "per_op_cost_ratio":
+            print(f"    in thread CPU time {per_op_cpu_time:6.3f}   (the same steps; no target)")
 
 
 if __name__ == "__main__":
