@@ -451,6 +451,17 @@ def _hunyuan_video() -> dict:
             "text_encoder_2": C.clip_text(tok2, hidden=8), "tokenizer_2": tok2}
 
 
+def _hunyuan_video_i2v() -> dict:
+    """HunyuanVideo image to video: LLaVA reads the prompt and the image; the image's latents and a mask join the
+    noise (9 channels)."""
+    from transformers import CLIPImageProcessor
+    out = _hunyuan_video()
+    return out | {"transformer": C.hunyuan_video_transformer(in_channels=9, guidance_embeds=False,
+                                                              image_condition_type="latent_concat"),
+                  "text_encoder": C.llava(out["tokenizer"]), "image_processor": CLIPImageProcessor(crop_size=224,
+                                                                                                   size=224)}
+
+
 def _hunyuan_framepack() -> dict:
     image_encoder, feature_extractor = C.siglip_vision()
     return _hunyuan_video() | {"transformer": C.hunyuan_framepack_transformer(), "image_encoder": image_encoder,
@@ -1341,6 +1352,9 @@ RECIPES: dict[str, Recipe] = {
     "HunyuanSkyreelsImageToVideoPipeline": Recipe(lambda: _hunyuan_video() | {
         "transformer": C.hunyuan_video_transformer(in_channels=8)}, {
         "prompt_template": {"template": "{}", "crop_start": 0}, "max_sequence_length": 16, "num_frames": 9}, size=16),
+    "HunyuanVideoImageToVideoPipeline": Recipe(_hunyuan_video_i2v, {
+        "prompt_template": {"template": "{}", "crop_start": 0, "image_emb_len": 49, "image_emb_start": 5,
+                            "image_emb_end": 54}, "max_sequence_length": 64, "num_frames": 9}, size=16),
     "HunyuanVideoFramepackPipeline": Recipe(_hunyuan_framepack, {
         "prompt_template": {"template": "{}", "crop_start": 0}, "max_sequence_length": 64, "num_frames": 9,
         "latent_window_size": 3}),

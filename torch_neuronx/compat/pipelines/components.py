@@ -609,12 +609,25 @@ def llama_text(tokenizer, hidden: int = 16):
                                   vocab_size=vocab_size(tokenizer), hidden_act="gelu"))
 
 
-def hunyuan_video_transformer(in_channels: int = 4):
+def hunyuan_video_transformer(in_channels: int = 4, **extra):
     from diffusers import HunyuanVideoTransformer3DModel
-    return HunyuanVideoTransformer3DModel(in_channels=in_channels, out_channels=4, num_attention_heads=2, attention_head_dim=10,
-                                          num_layers=1, num_single_layers=1, num_refiner_layers=1, patch_size=1,
-                                          patch_size_t=1, guidance_embeds=True, text_embed_dim=16,
-                                          pooled_projection_dim=8, rope_axes_dim=(2, 4, 4))
+    return HunyuanVideoTransformer3DModel(**{
+        "in_channels": in_channels, "out_channels": 4, "num_attention_heads": 2, "attention_head_dim": 10,
+        "num_layers": 1, "num_single_layers": 1, "num_refiner_layers": 1, "patch_size": 1, "patch_size_t": 1,
+        "guidance_embeds": True, "text_embed_dim": 16, "pooled_projection_dim": 8, "rope_axes_dim": (2, 4, 4)} | extra)
+
+
+def llava(tokenizer, hidden: int = 16):
+    """LLaVA (HunyuanVideo image-to-video's text encoder): a two-layer Llama and a CLIP vision tower of 224-pixel
+    images in 32-pixel patches (49 image features, which replace 49 image tokens in the prompt)."""
+    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
+    pad, image = tokenizer.pad_token_id, tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    text = LlamaConfig(hidden_size=hidden, intermediate_size=37, num_attention_heads=4, num_hidden_layers=2,
+                       vocab_size=vocab_size(tokenizer), hidden_act="gelu", pad_token_id=pad)
+    vision = CLIPVisionConfig(hidden_size=8, intermediate_size=37, projection_dim=32, num_attention_heads=4,
+                              num_hidden_layers=2, image_size=224)
+    return LlavaForConditionalGeneration(LlavaConfig(vision_config=vision, text_config=text, pad_token_id=pad,
+                                                     image_token_index=image)).eval()
 
 
 def hunyuan_video_vae():
