@@ -857,6 +857,19 @@ def _ace_step() -> dict:
             "audio_tokenizer": audio_tokenizer, "audio_token_detokenizer": audio_token_detokenizer}
 
 
+def _unidiffuser() -> dict:
+    """UniDiffuser, run text to image (a prompt given); its GPT-2 caption tokenizer (text_tokenizer) only decodes
+    the captions of image-to-text, so a byte-level BPE stands in for it."""
+    from diffusers import DPMSolverMultistepScheduler
+    tok, text_tok = C.clip_tokenizer(), C.qwen2_tokenizer()
+    image_encoder, image_processor = C.clip_vision(image_size=32, hidden=C.TEXT_DIM, patch_size=4)
+    return {"vae": C.vae_kl(), "text_encoder": C.clip_text(tok), "clip_tokenizer": tok, "image_encoder": image_encoder,
+            "clip_image_processor": image_processor, "text_decoder": C.unidiffuser_text_decoder(text_tok),
+            "text_tokenizer": text_tok, "unet": C.unidiffuser_model(),
+            "scheduler": DPMSolverMultistepScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
+                                                     solver_order=3)}
+
+
 def _dit() -> dict:
     return {"transformer": C.dit_transformer(), "vae": C.vae_kl(blocks=(4,)), "scheduler": C.ddim()}
 
@@ -1103,6 +1116,7 @@ RECIPES: dict[str, Recipe] = {
     "LTXI2VLongMultiPromptPipeline": Recipe(_t5(C.ltx_transformer, C.ltx_vae, C.flow_match), {
         "num_frames": 17, "temporal_tile_size": 16, "temporal_overlap": 8, "cond_image": _pil_image(32),
         "decode_horizontal_tiles": 1, "decode_vertical_tiles": 1}),
+    "UniDiffuserPipeline": Recipe(_unidiffuser, {"image": None}),  # text to image: no image to caption
     # AltDiffusion: Stable Diffusion with a multilingual (XLM-RoBERTa) text encoder
     "AltDiffusionPipeline": Recipe(_alt_diffusion),
     "AltDiffusionImg2ImgPipeline": Recipe(_alt_diffusion),

@@ -1625,3 +1625,20 @@ def vae_hunyuan_image_refiner():
     from diffusers import AutoencoderKLHunyuanImageRefiner
     return AutoencoderKLHunyuanImageRefiner(latent_channels=4, block_out_channels=(8, 16, 16), layers_per_block=1,
                                             spatial_compression_ratio=4, temporal_compression_ratio=2)
+
+
+def unidiffuser_model(text_dim: int = TEXT_DIM, clip_img_dim: int = TEXT_DIM, sample_size: int = 16):
+    """UniDiffuser's U-ViT over three modalities at once: VAE latents (4 x sample_size^2), the CLIP image embedding
+    (`clip_img_dim`) and the 77 text tokens (`text_dim`: the text decoder's prefix width)."""
+    from diffusers import UniDiffuserModel
+    return UniDiffuserModel(text_dim=text_dim, clip_img_dim=clip_img_dim, num_text_tokens=MAX_TOKENS,
+                            num_attention_heads=2, attention_head_dim=8, in_channels=4, out_channels=4, num_layers=2,
+                            norm_num_groups=32, sample_size=sample_size, patch_size=2, ff_final_dropout=True)
+
+
+def unidiffuser_text_decoder(tokenizer):
+    """UniDiffuser's caption decoder: a one-layer GPT-2 prefixed by the CLIP text states (TEXT_DIM)."""
+    from diffusers import UniDiffuserTextDecoder
+    return UniDiffuserTextDecoder(prefix_length=MAX_TOKENS, prefix_inner_dim=TEXT_DIM, prefix_hidden_dim=TEXT_DIM,
+                                  vocab_size=vocab_size(tokenizer), n_positions=128, n_embd=TEXT_DIM, n_layer=1,
+                                  n_head=4, n_inner=37)
