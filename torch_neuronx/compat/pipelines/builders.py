@@ -1390,6 +1390,10 @@ RECIPES: dict[str, Recipe] = {
     "MotifVideoImage2VideoPipeline": Recipe(_motif_video(image=True), {"max_sequence_length": 16, "num_frames": 9,
                                                                        "negative_prompt": "bad quality"}, size=16),
     "HunyuanVideo15Pipeline": Recipe(_hunyuan_video15, {"num_frames": 9}, size=16),
+    # Kandinsky 6 super-resolution: 5 frames of 16 pixels to 32, in one 32-pixel tile
+    "Kandinsky6SRPipeline": Recipe(lambda: {"transformer": C.kandinsky6_sr_transformer(), "vae": C.vae_kandinsky6_sr(),
+                                            "scheduler": C.flow_match()},
+                                   {"video": _pil_frames(5, 16), "resolution_scale": 2}),
     # Helios pyramid: two stages, the first at half the latent size (32 pixels: latents 4, then 2, wide)
     "HeliosPyramidPipeline": Recipe(_helios_pyramid, {"max_sequence_length": 16, "num_frames": 9, "guidance_scale": 1.0,
                                                       "image": None, "video": None,

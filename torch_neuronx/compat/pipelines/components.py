@@ -1642,3 +1642,20 @@ def unidiffuser_text_decoder(tokenizer):
     return UniDiffuserTextDecoder(prefix_length=MAX_TOKENS, prefix_inner_dim=TEXT_DIM, prefix_hidden_dim=TEXT_DIM,
                                   vocab_size=vocab_size(tokenizer), n_positions=128, n_embd=TEXT_DIM, n_layer=1,
                                   n_head=4, n_inner=37)
+
+
+def kandinsky6_sr_transformer():
+    """Kandinsky 6 super-resolution's transformer over 4 latent channels (the noise, the low-resolution latents and
+    an anchor mask in: 9), one block, trained (here: set) for 32-pixel tiles; its NABLA sparse attention is
+    FlexAttention."""
+    from diffusers import Kandinsky6SRTransformer3DModel
+    return Kandinsky6SRTransformer3DModel(in_visual_dim=4, out_visual_dim=4, time_dim=16, patch_size=(1, 2, 2),
+                                          model_dim=32, ff_dim=64, num_visual_blocks=1, axes_dims=(4, 2, 2),
+                                          tile_sizes=((32, 32),), nabla_window=(3, 3, 3))
+
+
+def vae_kandinsky6_sr():
+    """Kandinsky 6 super-resolution's video VAE, two levels (twice smaller latents, 4 times fewer frames)."""
+    from diffusers import Kandinsky6SRVAE
+    return Kandinsky6SRVAE(latent_channels=4, encoder_block_out_channels=(8, 16), decoder_block_out_channels=(8, 16),
+                           layers_per_block=1, temporal_compression_ratio=4, temporal_compression_start_level=1)
