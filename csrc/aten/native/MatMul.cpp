@@ -3,8 +3,10 @@
 // They are the most frequent ops of a model that reach the generic path (45 of its 99 calls in a
 // training step of a small Llama), and the fallback's generic work (the argument stack, the per-op
 // lookup, a scan of every argument, adopting a fresh output) is most of what the device adds to a
-// small one. Here the output is allocated on the core first and the CPU kernel writes into it through
-// its host alias: the same kernel, on the same bytes, as a CPU tensor's call, so results are bit-equal.
+// small one. Here the CPU kernel reads the operands through their host aliases and allocates its result
+// on the host, which the host bridge adopts as device memory (no copy where the runtime can adopt; one
+// wrapper fewer than writing into a device output through its alias): the same kernel, on the same
+// bytes, as a CPU tensor's call, so results are bit-equal.
 // Only the common case takes this path: every tensor a neuron tensor of one core, one floating dtype
 // without a Neuron dtype rule (float32, bfloat16, float16); the rest (mixed devices or dtypes,
 // float64, integers, complex) takes the boxed fallback, whose checks and messages apply.
@@ -32,22 +34,14 @@ bool on_this_path(std::initializer_list<const at::Tensor*> tensors) {
   return true;
 }
 
-// A fresh contiguous tensor on `like`'s core, and its host alias for the CPU kernel to write.
-std::pair<at::Tensor, at::Tensor> output(const at::Tensor& like, at::IntArrayRef sizes) {
-  at::Tensor out = empty_on_core(like.device().index(), sizes, std::nullopt, like.scalar_type(), std::nullopt);
-  at::Tensor host = host_alias(out);
-  return {std::move(out), std::move(host)};
-}
-
 } // namespace
 
 at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
   if (!on_this_path({&self, &mat2}) || self.dim() != 2 || mat2.dim() != 2)
     return boxed_fallback<ATEN_OP(mm)>(self, mat2);
   record_signature<ATEN_OP(mm)>(self, mat2);
-  auto [out, host] = output(self, {self.size(0), mat2.size(1)});
-  at::cpu::mm_out(host, host_alias(self), host_alias(mat2));  // the CPU kernel checks the shapes
-  return out;
+  // the CPU kernel checks the shapes
+  return from_host(at::cpu::mm(host_alias(self), host_alias(mat2)), self.device().index());
 }
 
 at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
@@ -55,18 +49,15 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
   if (!on_this_path({&self, &mat1, &mat2}) || mat1.dim() != 2 || mat2.dim() != 2)
     return boxed_fallback<ATEN_OP(addmm)>(self, mat1, mat2, beta, alpha);
   record_signature<ATEN_OP(addmm)>(self, mat1, mat2, beta, alpha);
-  auto [out, host] = output(mat1, {mat1.size(0), mat2.size(1)});
-  at::cpu::addmm_out(host, host_alias(self), host_alias(mat1), host_alias(mat2), beta, alpha);
-  return out;
+  return from_host(at::cpu::addmm(host_alias(self), host_alias(mat1), host_alias(mat2), beta, alpha),
+                   mat1.device().index());
 }
 
 at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
   if (!on_this_path({&self, &mat2}) || self.dim() != 3 || mat2.dim() != 3)
     return boxed_fallback<ATEN_OP(bmm)>(self, mat2);
   record_signature<ATEN_OP(bmm)>(self, mat2);
-  auto [out, host] = output(self, {self.size(0), self.size(1), mat2.size(2)});
-  at::cpu::bmm_out(host, host_alias(self), host_alias(mat2));
-  return out;
+  return from_host(at::cpu::bmm(host_alias(self), host_alias(mat2)), self.device().index());
 }
 
 } // namespace neuron::native
