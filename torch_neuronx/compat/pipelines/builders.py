@@ -468,6 +468,14 @@ def _hunyuan_framepack() -> dict:
                                "feature_extractor": feature_extractor}
 
 
+def _token_ids(seed: int, high: int, *shape: int) -> Callable:
+    """Seeded token ids in [0, high), the same on every call."""
+    def make():
+        import torch
+        return torch.randint(0, high, shape, generator=torch.Generator().manual_seed(seed))
+    return make
+
+
 def _ones(*shape: int) -> Callable:
     def make():
         import torch
@@ -870,6 +878,16 @@ def _unidiffuser() -> dict:
                                                      solver_order=3)}
 
 
+def _glm_image() -> dict:
+    """GLM-Image without its autoregressive stage: the prior image tokens are given (the pipeline's documented
+    text-to-image input); so neither the vision-language model nor its processor (whose tokenizer's image special
+    tokens only the hub's GLM-Image tokenizer has) is built."""
+    text_encoder, tok = C.byt5_encoder()
+    return {"transformer": C.glm_image_transformer(), "text_encoder": text_encoder, "tokenizer": tok,
+            "vae": C.vae_kl(blocks=(4, 8, 16, 16), latents_mean=[0.0] * 4, latents_std=[1.0] * 4),
+            "scheduler": C.flow_match()}
+
+
 def _dit() -> dict:
     return {"transformer": C.dit_transformer(), "vae": C.vae_kl(blocks=(4,)), "scheduler": C.ddim()}
 
@@ -1108,6 +1126,8 @@ RECIPES: dict[str, Recipe] = {
     # DiffusionGemma: text by block diffusion (two canvases of 8 tokens), greedy; a text prompt, no image
     "DiffusionGemmaPipeline": Recipe(_diffusion_gemma, {"gen_length": 16, "temperature": 0.0, "eos_early_stop": False,
                                                         "output_type": "seq", "image": None}),
+    # GLM-Image: the DiT stage, text to image from 4 prior tokens (one per 16-pixel cell of the 32-pixel image)
+    "GlmImagePipeline": Recipe(_glm_image, {"prior_token_ids": _token_ids(8, 128, 1, 4), "image": None}),
     # Ideogram 4: a conditional and an unconditional transformer, guidance per step
     "Ideogram4Pipeline": Recipe(_ideogram4, {"guidance_schedule": [1.5, 1.5], "max_sequence_length": 48}, size=16),
     # Flux Redux: no denoiser; SigLIP image states embedded as T5-width prompt tokens (its output: the embeddings)

@@ -1659,3 +1659,11 @@ def vae_kandinsky6_sr():
     from diffusers import Kandinsky6SRVAE
     return Kandinsky6SRVAE(latent_channels=4, encoder_block_out_channels=(8, 16), decoder_block_out_channels=(8, 16),
                            layers_per_block=1, temporal_compression_ratio=4, temporal_compression_start_level=1)
+
+
+def glm_image_transformer(text_dim: int = 32):
+    """GLM-Image's DiT: ByT5 glyph states (`text_dim`) and the AR model's prior image tokens (a 128-code book)."""
+    from diffusers import GlmImageTransformer2DModel
+    return GlmImageTransformer2DModel(patch_size=2, in_channels=4, out_channels=4, num_layers=2, attention_head_dim=8,
+                                      num_attention_heads=2, text_embed_dim=text_dim, time_embed_dim=16, condition_dim=8,
+                                      prior_vq_quantizer_codebook_size=128)
