@@ -1505,6 +1505,14 @@ _QWEN_VL_PROCESSOR = ("needs package", "its Qwen-VL processor (Qwen2VLProcessor,
                       "Qwen3VLProcessor) cannot be made without torchvision (not installed): Transformers 5.23 checks "
                       "the video processor's class, a torchvision placeholder here")
 UNBUILDABLE: dict[str, tuple[str, str]] = {
+    # no recipe yet, and what one takes
+    "LTX2DFRTemporalRefinePipeline": ("no tiny builder yet", "a refine round takes the video and audio latents and "
+                                      "the keyframes of a previous LTX2DFRPipeline pass: a recipe must chain the two"),
+    "RFD4ProteinaPipeline": ("no tiny builder yet", "protein design, not images: its inputs are per-residue masks, "
+                             "token types and atom37 features, and its autoencoder needs residue-type tables"),
+    "SanaWMPipeline": ("no tiny builder yet", "a camera-controlled world model: its call takes camera poses "
+                       "(c2w, intrinsics) or an action, and its transformer (Plücker camera attention over LTX-2 "
+                       "latents) has no tiny configuration in Diffusers' tests to start from"),
     "OmniGenPipeline": ("needs package", "its processor, OmniGenMultiModalProcessor, is imported only when torchvision "
                                          "is installed (not installed): __init__ fails with a NameError"),
     **{name: _COSMOS_GUARDRAIL for name in (
