@@ -22,6 +22,7 @@ class Recipe:
     call: dict = dataclasses.field(default_factory=dict)  # call arguments beyond the common inputs
     size: int = 32  # image height and width (pixels)
     method: str = "__call__"  # what generates: a pipeline without __call__ dispatches to methods (Versatile Diffusion)
+    on_device: tuple[str, ...] = ()  # call arguments the pipeline does not move to its device itself (GLM-Image's ids)
 
 
 # ---- component sets, by family ------------------------------------------------------------------------------
@@ -1127,7 +1128,8 @@ RECIPES: dict[str, Recipe] = {
     "DiffusionGemmaPipeline": Recipe(_diffusion_gemma, {"gen_length": 16, "temperature": 0.0, "eos_early_stop": False,
                                                         "output_type": "seq", "image": None}),
     # GLM-Image: the DiT stage, text to image from 4 prior tokens (one per 16-pixel cell of the 32-pixel image)
-    "GlmImagePipeline": Recipe(_glm_image, {"prior_token_ids": _token_ids(8, 128, 1, 4), "image": None}),
+    "GlmImagePipeline": Recipe(_glm_image, {"prior_token_ids": _token_ids(8, 128, 1, 4), "image": None},
+                               on_device=("prior_token_ids",)),
     # Ideogram 4: a conditional and an unconditional transformer, guidance per step
     "Ideogram4Pipeline": Recipe(_ideogram4, {"guidance_schedule": [1.5, 1.5], "max_sequence_length": 48}, size=16),
     # Flux Redux: no denoiser; SigLIP image states embedded as T5-width prompt tokens (its output: the embeddings)

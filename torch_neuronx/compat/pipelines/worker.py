@@ -101,8 +101,11 @@ def run_pipeline(name: str, device: str, compile_backend=None, compiled: dict | 
         if compiled is not None:
             compiled.update(found)
     recipe = RECIPES[name]
+    kwargs = call_kwargs(getattr(cls, recipe.method), recipe.size, recipe.call)
+    for arg in recipe.on_device:  # inputs the pipeline uses where they are, as a user passes them: on its device
+        kwargs[arg] = kwargs[arg].to(device)
     with torch.no_grad():
-        out = getattr(pipe, recipe.method)(**call_kwargs(getattr(cls, recipe.method), recipe.size, recipe.call))
+        out = getattr(pipe, recipe.method)(**kwargs)
     return as_array(out)
 
 
