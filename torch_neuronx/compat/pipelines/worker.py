@@ -3,10 +3,10 @@
     python -m torch_neuronx.compat.pipelines.worker FluxPipeline --mode both --out result.json
 
 The pipeline is built from tiny components under a fixed seed and run on CPU: the reference output
-(images, video frames, audio or latents). It is built again (same weights) and run on neuron:
+(images, video frames, audio, latents or token ids). It is built again (same weights) and run on neuron:
 
   eager     the whole pipeline on neuron, output allclose to CPU's
-  compiled  the same, its denoiser (unet / transformer) compiled with torch.compile(backend="neuron"),
+  compiled  the same, its denoiser (unet / transformer / ..., DENOISERS) compiled with torch.compile(backend="neuron"),
             as users do (`pipe.transformer.compile(...)`); no graph break, no recompile across steps
 
 A compiled failure that a model's own code can cause (graph break, recompile, numbers) is run again on
