@@ -435,6 +435,53 @@ def _ltx2_condition(kind: str) -> Callable:
     return make
 
 
+def _protein(name: str, tokens: int = 8) -> Callable:
+    """One of RFD4-Proteína's prepared inputs for a seeded random molecule of `tokens` residues: every token real,
+    designed (none given as context) and latent-carrying; the atom annotations (hydrogen bonds, pi stacking, salt
+    bridges...) and bond path lengths random codes, the rest (one molecule, one entity, no nucleic acid) zeros."""
+    def make():
+        import torch
+        g = torch.Generator().manual_seed(11)
+        n = tokens
+        zeros = lambda *shape, dtype=torch.long: torch.zeros(1, *shape, dtype=dtype)
+        features = {"condition_sequence_1_residue": zeros(n), "molecule_iid": zeros(n),
+                    "molecule_entity_id": zeros(n), "condition_index-group_1_token": zeros(n),
+                    **{f"condition_{kind}_1_atom": torch.randint(0, 4, (1, n, 37), generator=g)
+                       for kind in ("hbond", "pistack", "pication", "saltbridge", "hydrophobic", "metal-coord")},
+                    "charge": zeros(n, 37), "element": zeros(n, 37),
+                    "token_bond_path_length": torch.randint(0, 5, (1, n, n), generator=g),
+                    "na_ss_state": zeros(n), "na_ss_state_mask": zeros(n, dtype=torch.bool),
+                    "na_ss_pair": zeros(n, n), "na_ss_pair_mask": zeros(n, n, dtype=torch.bool)}
+        inputs = {"padding_mask": torch.ones(1, n, dtype=torch.bool),
+                  "is_in_context_conditioning": zeros(n, dtype=torch.bool),
+                  "supports_local_latent": torch.ones(1, n, dtype=torch.bool),
+                  "token_type": torch.randint(0, 7, (1, n), generator=g),
+                  "atom37_mask": torch.rand(1, n, 37, generator=g) < 0.5, "conditioning_features": features}
+        return inputs[name]
+    return make
+
+
+def _sana_wm() -> dict:
+    tok, vae = C.gemma_tokenizer(), C.ltx2_vae()
+    return {"tokenizer": tok, "text_encoder": C.gemma2_text(tok), "vae": vae,
+            "transformer": C.sana_wm_transformer(vae.temporal_compression_ratio), "scheduler": C.flow_match()}
+
+
+def _camera_path(frames: int) -> Callable:
+    """Seeded camera-to-world poses `(frames, 4, 4)` (OpenCV convention, as SANA-WM's): a random yaw and a random
+    translation of at most 0.1 per frame, a rigid transform each (rotation orthonormal, last row 0 0 0 1)."""
+    def make():
+        import numpy as np
+        rng = np.random.default_rng(5)
+        yaw, shift = rng.uniform(-0.2, 0.2, frames), rng.uniform(-0.1, 0.1, (frames, 3))
+        poses = np.tile(np.eye(4, dtype=np.float32), (frames, 1, 1))
+        poses[:, 0, 0] = poses[:, 2, 2] = np.cos(yaw)
+        poses[:, 0, 2], poses[:, 2, 0] = np.sin(yaw), -np.sin(yaw)
+        poses[:, :3, 3] = np.cumsum(shift, axis=0)
+        return poses
+    return make
+
+
 def _marigold(in_channels: int, out_channels: int, **config) -> Callable[[], dict]:
     """Marigold: an SD UNet fine-tuned to predict depth/normals/intrinsics latents from the image's latents."""
     def build() -> dict:
@@ -1430,6 +1477,10 @@ RECIPES: dict[str, Recipe] = {
                                              "negative_prompt": "bad quality", "use_system_prompt": False,
                                              "add_resolution_template": False, "add_duration_template": False},
                                   size=16),
+    # camera-controlled: 5 frames (2k+1 for the tiny VAE's temporal stride 2) along a seeded camera path, pinhole
+    # intrinsics [fx, fy, cx, cy] of the 32-pixel first frame
+    "SanaWMPipeline": Recipe(_sana_wm, {"c2w": _camera_path(5), "intrinsics": [32.0, 32.0, 16.0, 16.0],
+                                        "num_frames": 5, "max_sequence_length": 16}),
     "SanaVideoPipeline": Recipe(_sana_video, _SANA_VIDEO_CALL),
     "SanaImageToVideoPipeline": Recipe(_sana_video, _SANA_VIDEO_CALL),
     # T5-conditioned video transformers
@@ -1469,6 +1520,22 @@ RECIPES: dict[str, Recipe] = {
     "LTX2DFRPipeline": Recipe(lambda: _ltx2() | {
         "transformer": C.ltx2_transformer(use_keyframes_abs_pos_embedding=True)}, {"max_sequence_length": 16, "num_frames": 5, "frame_rate": 25.0,
                                       "use_cross_timestep": False}),
+    # a refine round over a previous DFR pass: its output here, seeded, in the shapes that pass returns for a
+    # 5-frame 32-pixel request (7 frames on the padded canvas: 4 latent frames, the last one a keyframe at pixel 6;
+    # audio unpacked, 7 latent steps of 2 mel bins)
+    "LTX2DFRTemporalRefinePipeline": Recipe(lambda: _ltx2() | {
+        "transformer": C.ltx2_transformer(use_keyframes_abs_pos_embedding=True),
+        "scheduler": C.ltx_euler_ancestral_rf(), "temporal_latent_upsampler": C.ltx2_temporal_latent_upsampler()},
+        {"max_sequence_length": 16, "num_frames": 7, "frame_rate": 25.0, "use_cross_timestep": False,
+         "latents": _tensor(1, 1, 4, 4, 16, 16), "keyframes_latents": _tensor(2, 1, 4, 1, 16, 16),
+         "keyframe_positions": [6], "audio_latents": _tensor(3, 1, 2, 7, 2)}),
+    # protein design: two steps (one trunk pass each), the decoded atom37 coordinates compared
+    "RFD4ProteinaPipeline": Recipe(lambda: {"transformer": C.rfd4_transformer(), "vae": C.rfd4_autoencoder(),
+                                            "bb_ca_scheduler": C.rfd4_scheduler(),
+                                            "local_latents_scheduler": C.rfd4_scheduler(), "recycle_depths": [1, 1]},
+                                   {name: _protein(name) for name in (
+                                       "padding_mask", "is_in_context_conditioning", "supports_local_latent",
+                                       "token_type", "atom37_mask", "conditioning_features")}),
     "LTX2LatentUpsamplePipeline": Recipe(lambda: {"vae": C.ltx2_vae(), "latent_upsampler": C.ltx2_latent_upsampler()},
                                          {"num_frames": 9}),
     "LTX2VideoDiffusionDecodePipeline": Recipe(lambda: {"diffusion_decoder": C.ltx2_diffusion_decoder(),
@@ -1507,14 +1574,6 @@ _QWEN_VL_PROCESSOR = ("needs package", "its Qwen-VL processor (Qwen2VLProcessor,
                       "Qwen3VLProcessor) cannot be made without torchvision (not installed): Transformers 5.23 checks "
                       "the video processor's class, a torchvision placeholder here")
 UNBUILDABLE: dict[str, tuple[str, str]] = {
-    # no recipe yet, and what one takes
-    "LTX2DFRTemporalRefinePipeline": ("no tiny builder yet", "a refine round takes the video and audio latents and "
-                                      "the keyframes of a previous LTX2DFRPipeline pass: a recipe must chain the two"),
-    "RFD4ProteinaPipeline": ("no tiny builder yet", "protein design, not images: its inputs are per-residue masks, "
-                             "token types and atom37 features, and its autoencoder needs residue-type tables"),
-    "SanaWMPipeline": ("no tiny builder yet", "a camera-controlled world model: its call takes camera poses "
-                       "(c2w, intrinsics) or an action, and its transformer (Plücker camera attention over LTX-2 "
-                       "latents) has no tiny configuration in Diffusers' tests to start from"),
     "OmniGenPipeline": ("needs package", "its processor, OmniGenMultiModalProcessor, is imported only when torchvision "
                                          "is installed (not installed): __init__ fails with a NameError"),
     **{name: _COSMOS_GUARDRAIL for name in (

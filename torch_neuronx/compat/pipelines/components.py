@@ -193,6 +193,12 @@ def flow_match():
     return FlowMatchEulerDiscreteScheduler()
 
 
+def ltx_euler_ancestral_rf(eta: float = 0.5):
+    """LTX's ancestral (stochastic) flow step; LTX-2 DFR's temporal refine requires it, with eta > 0."""
+    from diffusers import LTXEulerAncestralRFScheduler
+    return LTXEulerAncestralRFScheduler(eta=eta)
+
+
 def lcm():
     from diffusers import LCMScheduler
     return LCMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", clip_sample=False,
@@ -1034,6 +1040,40 @@ def ltx2_latent_upsampler():
     return LTX2LatentUpsamplerModel(in_channels=4, mid_channels=32, num_blocks_per_stage=1)
 
 
+def rfd4_transformer():
+    """RFD4-Proteína's denoiser with the released feature set (every conditioning feature it reads), tiny widths."""
+    from diffusers import RFD4ProteinaTransformer
+    return RFD4ProteinaTransformer(nlayers=2, token_dim=16, nheads=2, dim_cond=16, pair_repr_dim=8, latent_dim=4,
+                                   token_type_emb_dim=4, cath_emb_dim=4, t_emb_dim=8, seq_sep_dim=4,
+                                   xt_pair_dist_dim=4, tri_mult_c=8)
+
+
+def rfd4_autoencoder():
+    """Its autoencoder; the residue tables (atom37 slots per residue type, residue types per token type) are seeded
+    random booleans of the released shapes (147 residue types, 7 token types)."""
+    import torch
+    from diffusers import RFD4ProteinaAutoencoder
+    g = torch.Generator().manual_seed(0)
+    return RFD4ProteinaAutoencoder(atom37_mask=(torch.rand(147, 37, generator=g) < 0.5).tolist(),
+                                   allowed_residue_types=(torch.rand(7, 147, generator=g) < 0.5).tolist(),
+                                   latent_dim=4, nlayers=1, token_dim=16, nheads=2, dim_cond=16, pair_repr_dim=8,
+                                   token_type_emb_dim=4)
+
+
+def rfd4_scheduler():
+    """One modality's sampler; one fine tail interval, so a 2-step schedule is valid (steps >= tail_steps * 2)."""
+    from diffusers import RFD4ProteinaScheduler
+    return RFD4ProteinaScheduler(schedule_mode="log", noise_mode="1/t", tsr_k=1.0, tsr_sigma=1.0, tail_steps=1,
+                                 tail_step_multiplier=2)
+
+
+def ltx2_temporal_latent_upsampler():
+    """The upsampler that doubles the latent frame count (not the size): DFR's temporal refine round."""
+    from diffusers.pipelines.ltx2 import LTX2LatentUpsamplerModel
+    return LTX2LatentUpsamplerModel(in_channels=4, mid_channels=32, num_blocks_per_stage=1, spatial_upsample=False,
+                                    temporal_upsample=True)
+
+
 def ltx2_diffusion_decoder():
     """LTX-2's diffusion decoder (latents to pixels by denoising), as Diffusers' tests size it; latent statistics
     that are not the identity (a run that skipped denormalizing would differ)."""
@@ -1130,6 +1170,17 @@ def sana_video_transformer():
                                        attention_bias=False, sample_size=8, patch_size=(1, 2, 2),
                                        norm_elementwise_affine=False, norm_eps=1e-6, qk_norm="rms_norm_across_heads",
                                        rope_max_seq_len=32)
+
+
+def sana_wm_transformer(vae_temporal_stride: int):
+    """SANA-WM's camera-controlled DiT (no tiny configuration in Diffusers' tests: its __init__'s own options at tiny
+    widths): Plücker camera attention in every block, chunk Plücker channels 6 per frame of a latent's temporal
+    chunk (the VAE's temporal stride), float32 (the released model is bf16), over LTX-2 latents of 4 channels."""
+    from diffusers import SanaWMTransformer3DModel
+    return SanaWMTransformer3DModel(in_channels=4, num_layers=2, hidden_size=32, num_attention_heads=2,
+                                    softmax_every_n=2, linear_head_dim=16,
+                                    chunk_plucker_channels=6 * vae_temporal_stride, chunk_plucker_post_attn_blocks=2,
+                                    image_size=32, caption_channels=8, mixed_precision="fp32")
 
 
 def chronoedit_transformer():
