@@ -205,27 +205,9 @@ void SharedMemoryCollectives::guarded(F&& body) {
 
 void SharedMemoryCollectives::wait_barrier() {
   auto* control = reinterpret_cast<Control*>(segment_->data());
-  std::atomic_ref<uint32_t> arrived(control->arrived);
-  std::atomic_ref<uint32_t> sleepers(control->sleepers);
   const uint32_t target = static_cast<uint32_t>(size_) * ++barriers_;
-  auto reached = [&](uint32_t now) { return static_cast<int32_t>(now - target) >= 0; };
-  if (arrived.fetch_add(1, std::memory_order_seq_cst) + 1 == target) {
-    if (sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all_shared(&control->arrived);
-    return;
-  }
-  if (poll_briefly(spin_, [&] { return reached(arrived.load(std::memory_order_acquire)); })) return;
-  const auto start = std::chrono::steady_clock::now();
-  auto next_check = start + SharedSegment::kCheckEvery;
-  for (;;) {
-    // Registered as a sleeper before reading the word (both seq_cst): the last arrival either
-    // sees the registration and wakes us, or bumped the word before our futex_wait compares it.
-    sleepers.fetch_add(1, std::memory_order_seq_cst);
-    const uint32_t now = arrived.load(std::memory_order_seq_cst);
-    if (!reached(now)) futex_wait_shared(&control->arrived, now, SharedSegment::kCheckEvery);
-    sleepers.fetch_sub(1, std::memory_order_seq_cst);
-    if (reached(arrived.load(std::memory_order_acquire))) return;
-    segment_->throw_if_peers_lost(start, timeout_, next_check);
-  }
+  if (SharedSegment::arrive(&control->arrived, &control->sleepers, target)) return;
+  segment_->wait_arrivals(&control->arrived, &control->sleepers, target, spin_, timeout_);
 }
 
 void SharedMemoryCollectives::barrier() {

@@ -52,6 +52,17 @@ class SharedSegment {
   void throw_if_peers_lost(std::chrono::steady_clock::time_point start, std::chrono::milliseconds timeout,
                            std::chrono::steady_clock::time_point& next_check) const;
 
+  // A meeting of the ranks on two words of this segment: `arrived` (a futex word) counts the arrivals
+  // of all meetings on it together (wraps), `sleepers` the ranks asleep on it.
+  // arrive(): counts this rank in; the arrival that brings the count to `target` wakes the sleepers,
+  // only if there are any (a system call saved on most meetings), and returns true.
+  static bool arrive(uint32_t* arrived, uint32_t* sleepers, uint32_t target);
+  // Returns once `arrived` has reached `target` (wrap-safe): polls briefly (`cpu_per_rank`: longer), then sleeps
+  // on the word registered in `sleepers`, checking every kCheckEvery that no peer was lost and that
+  // `timeout` has not passed (throw_if_peers_lost).
+  void wait_arrivals(uint32_t* arrived, uint32_t* sleepers, uint32_t target, bool cpu_per_rank,
+                     std::chrono::milliseconds timeout) const;
+
  private:
   SharedSegment(void* base, size_t mapped, size_t header, int rank, int size);
 
@@ -64,33 +75,8 @@ class SharedSegment {
 };
 
 // Whether a group of `size` ranks has a CPU of this process's affinity per rank: then a rank waiting
-// for its peers polls briefly before it sleeps (poll_briefly).
+// for its peers polls briefly before it sleeps (SharedSegment::wait_arrivals).
 bool has_cpu_per_rank(int size);
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-// What a rank waiting for its peers does before it sleeps on a futex word: polls `reached()` a little
-// (true: it came). A peer running on another CPU often arrives within a microsecond or two, and a sleep
-// puts a wake-up (a futex call by the last arrival, the scheduler bringing this rank back: tens of
-// microseconds on a VM) on every waiting rank's path. 200 pauses (~10 us) with a CPU per rank; 64
-// otherwise, since the peer being waited for may need this CPU to arrive at all. Polling longer (20000
-// polls, ~0.5 ms) was measured 15x slower for a 1 KiB all_reduce on a shared, loaded host than sleeping
-// at once: it takes the CPU from the peer.
-template <typename Reached>
-bool poll_briefly(bool cpu_per_rank, Reached&& reached) {
-  const int polls = cpu_per_rank ? 200 : 64;
-  for (int i = 0; i < polls; ++i) {
-    if (reached()) return true;
-    cpu_relax();
-  }
-  return false;
-}
 
 // Sleeps while the 32-bit word (in a shared segment: other processes wake it) holds `expected`, at
 // most `at_most`; returns early when woken or when the word changed. Wakes every sleeper of the word.

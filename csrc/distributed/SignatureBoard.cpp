@@ -80,40 +80,19 @@ SignatureBoard::Round SignatureBoard::post(const int64_t* mine, int n_fields, st
   }
   round.reference = static_cast<uint32_t>(seen >> 32) == use + 1 ? static_cast<int>(seen & 0xffffffffu) : rank_;
   const uint32_t target = static_cast<uint32_t>(size_) * (use + 1);
-  // The last to post wakes the ranks waiting for everyone, if any sleeps (a system call saved on most
-  // collectives). seq_cst with wait_all's registration: either it sees a sleeper, or the sleeper sees
-  // the new count before it sleeps.
-  if (std::atomic_ref<uint32_t>(header->arrived).fetch_add(1, std::memory_order_seq_cst) + 1 == target &&
-      std::atomic_ref<uint32_t>(header->sleepers).load(std::memory_order_seq_cst) > 0) {
-    futex_wake_all_shared(&header->arrived);
-  }
+  // The last to post wakes the ranks waiting for everyone.
+  SharedSegment::arrive(&header->arrived, &header->sleepers, target);
   round.rows = rows;
   return round;
 }
 
 void SignatureBoard::wait_all(const Round& round, std::chrono::milliseconds timeout) {
   auto* header = reinterpret_cast<Slot*>(slot(round.index));
-  std::atomic_ref<uint32_t> count(header->arrived);
-  // Complete when the slot has seen all ranks post its use number `use` (wrap-safe comparison).
+  // Complete when the slot has seen all ranks post its use number `use`. With the check on, this wait is
+  // also the barrier of a barrier() and of every collective that waits for all signatures: it polls
+  // and sleeps as the data path's barrier does.
   const uint32_t target = static_cast<uint32_t>(size_) * (round.index / kSlots + 1);
-  auto reached = [&](uint32_t now) { return static_cast<int32_t>(now - target) >= 0; };
-  // With the check on, this wait is also the barrier of a barrier() and of every collective that waits
-  // for all signatures: poll as the data path's barrier does, then sleep on the word (the last rank to
-  // post wakes the sleepers).
-  if (poll_briefly(cpu_per_rank_, [&] { return reached(count.load(std::memory_order_acquire)); })) return;
-  const auto start = std::chrono::steady_clock::now();
-  auto next_check = start + SharedSegment::kCheckEvery;
-  std::atomic_ref<uint32_t> sleepers(header->sleepers);
-  for (;;) {
-    // Registered as a sleeper before reading the word (both seq_cst): the last to post either sees the
-    // registration and wakes us, or bumped the word before our futex_wait compares it.
-    sleepers.fetch_add(1, std::memory_order_seq_cst);
-    const uint32_t now = count.load(std::memory_order_seq_cst);
-    if (!reached(now)) futex_wait_shared(&header->arrived, now, SharedSegment::kCheckEvery);
-    sleepers.fetch_sub(1, std::memory_order_seq_cst);
-    if (reached(count.load(std::memory_order_acquire))) return;
-    segment_->throw_if_peers_lost(start, timeout, next_check);
-  }
+  segment_->wait_arrivals(&header->arrived, &header->sleepers, target, cpu_per_rank_, timeout);
 }
 
 void SignatureBoard::release(const Round& round) {

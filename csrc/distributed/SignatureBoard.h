@@ -57,7 +57,7 @@ class SignatureBoard {
   std::unique_ptr<SharedSegment> segment_;
   int rank_;
   int size_;
-  bool cpu_per_rank_;  // whether a waiting rank polls before it sleeps (poll_briefly)
+  bool cpu_per_rank_;  // whether a waiting rank polls before it sleeps (SharedSegment::wait_arrivals)
   uint32_t next_ = 0;  // collectives this rank has posted
   std::mutex mutex_;
 };
