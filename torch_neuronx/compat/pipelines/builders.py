@@ -276,6 +276,18 @@ def _tensor(seed: int, *shape: int) -> Callable:
     return make
 
 
+def _audio_diffusion() -> dict:
+    """A mel spectrogram (32 x 32, one channel) denoised in a VAE's 16 x 16 latent, as Diffusers' old test did
+    (audio_diffusion/test_audio_diffusion.py, removed when the pipeline was deprecated)."""
+    from diffusers import DDIMScheduler, Mel, UNet2DModel
+    vqvae = C.vae_spectrogram()
+    unet = UNet2DModel(block_out_channels=(8, 16), layers_per_block=1, sample_size=(16, 16), in_channels=1,
+                       out_channels=1, norm_num_groups=4, down_block_types=("AttnDownBlock2D", "DownBlock2D"),
+                       up_block_types=("UpBlock2D", "AttnUpBlock2D"))
+    return {"vqvae": vqvae, "unet": unet, "mel": Mel(x_res=32, y_res=32, n_fft=256, hop_length=64, n_iter=4),
+            "scheduler": DDIMScheduler()}
+
+
 def _audioldm() -> dict:
     tok = C.roberta_tokenizer()
     return {"unet": C.audioldm_unet(), "vae": C.vae_audio(), "scheduler": C.ddim(), "text_encoder": C.clap_text(tok),
@@ -1557,6 +1569,15 @@ RECIPES: dict[str, Recipe] = {
         in_channels=8, num_attention_heads=2, attention_head_dim=16, use_rotary_positional_embeddings=True,
         use_learned_positional_embeddings=True), C.cogvideox_vae, C.ddim), {"max_sequence_length": 16, "num_frames": 8},
         size=16),
+    # ConsisID: CogVideoX keeping a face's identity; the face's ArcFace embedding (id_cond) and its ViT hidden
+    # states (id_vit_hidden) come from face models the pipeline does not hold: given here, shaped as Diffusers' test
+    # Audio Diffusion: its steps are `steps`; the spectrogram images are compared (uint8, before Griffin-Lim): the
+    # audio comes from librosa's Griffin-Lim, which starts from unseeded random phases (different on every call)
+    "AudioDiffusionPipeline": Recipe(_audio_diffusion, {"steps": 2, "return_dict": False}),
+    "ConsisIDPipeline": Recipe(_t5(C.consisid_transformer, C.cogvideox_vae, C.ddim),
+                               {"max_sequence_length": 16, "num_frames": 8, "id_cond": _ones(1, 2),
+                                "id_vit_hidden": lambda: [_ones(1, 2, 2)()]}, size=16,
+                               on_device=("id_cond", "id_vit_hidden")),
     "CogVideoXPipeline": Recipe(_t5(C.cogvideox_transformer, C.cogvideox_vae, C.ddim),
                                 {"max_sequence_length": 16, "num_frames": 8}, size=16),
     "MochiPipeline": Recipe(_t5(C.mochi_transformer, C.mochi_vae, C.flow_match),

@@ -73,6 +73,15 @@ def vae_kl(latent_channels: int = 4, blocks: tuple[int, ...] = (4, 8), **extra):
                          else 1, sample_size=32, layers_per_block=1, **extra)
 
 
+def vae_spectrogram(blocks: tuple[int, ...] = (4, 8)):
+    """AutoencoderKL over one-channel images (mel spectrograms, Audio Diffusion's), one latent channel."""
+    from diffusers import AutoencoderKL
+    return AutoencoderKL(block_out_channels=blocks, in_channels=1, out_channels=1, latent_channels=1,
+                         down_block_types=("DownEncoderBlock2D",) * len(blocks),
+                         up_block_types=("UpDecoderBlock2D",) * len(blocks), norm_num_groups=2, sample_size=32,
+                         layers_per_block=1)
+
+
 def vae_kl_rgbd():
     """LDM3D's AutoencoderKL: RGB and a depth map (6 channels in and out)."""
     from diffusers import AutoencoderKL
@@ -317,6 +326,19 @@ def cogvideox_transformer(in_channels: int = 4, num_attention_heads: int = 4, at
                                        out_channels=4, time_embed_dim=2, text_embed_dim=TEXT_DIM, num_layers=1,
                                        sample_width=2, sample_height=2, sample_frames=9, patch_size=2,
                                        temporal_compression_ratio=4, max_text_seq_length=16, **extra)
+
+
+def consisid_transformer():
+    """CogVideoX with ConsisID's face branch (the local facial extractor and its cross-attention every block), sized
+    as Diffusers' test_consisid.py: 8 input channels (noise and the reference image's latents)."""
+    from diffusers import ConsisIDTransformer3DModel
+    return ConsisIDTransformer3DModel(
+        num_attention_heads=2, attention_head_dim=16, in_channels=8, out_channels=4, time_embed_dim=2,
+        text_embed_dim=TEXT_DIM, num_layers=1, sample_width=2, sample_height=2, sample_frames=9, patch_size=2,
+        temporal_compression_ratio=4, max_text_seq_length=16, use_rotary_positional_embeddings=True,
+        use_learned_positional_embeddings=True, cross_attn_interval=1, is_kps=False, is_train_face=True,
+        cross_attn_dim_head=1, cross_attn_num_heads=1, LFE_id_dim=2, LFE_vit_dim=2, LFE_depth=5, LFE_dim_head=8,
+        LFE_num_heads=2, LFE_num_id_token=1, LFE_num_querie=1, LFE_output_dim=21, LFE_ff_mult=1, LFE_num_scale=1)
 
 
 def mochi_vae():

@@ -13,7 +13,12 @@ import functools
 _NOT_PIPELINES = ("Onnx", "Flax", "OpenVINO")  # in the name: not PyTorch
 _BASES = ("DiffusionPipeline", "ModularPipeline")
 
-
+# Packages a few pipelines need that the `hf` extra leaves out, so the default install stays light (note_seq alone
+# pulls librosa, IPython and bokeh): pyproject.toml's `diffusers-matrix` extra installs them. By Diffusers' backend
+# names: sentencepiece (Kolors' ChatGLM tokenizer), opencv (ConsisID), librosa (Audio Diffusion), note_seq
+# (Spectrogram Diffusion).
+MATRIX_EXTRA = "diffusers-matrix"
+MATRIX_EXTRA_BACKENDS = ("sentencepiece", "opencv", "librosa", "note_seq")
 
 _IMPORT_ERRORS: dict[str, Exception] = {}
 
@@ -38,10 +43,24 @@ def pipeline_classes() -> dict[str, type]:
             continue
         backends = getattr(cls, "_backends", None)
         if type(cls).__name__ == "DummyObject" and backends:
-            _IMPORT_ERRORS[name] = ImportError(f"{name} needs {', '.join(backends)} (not installed)")
+            _IMPORT_ERRORS[name] = ImportError(missing_backends_reason(name, _missing(backends)))
         elif isinstance(cls, type) and issubclass(cls, DiffusionPipeline):
             out[name] = cls
     return out
+
+
+def _missing(backends: list[str]) -> list[str]:
+    """The backends (Diffusers' names) that are not installed, by Diffusers' own availability checks."""
+    from diffusers.utils.import_utils import BACKENDS_MAPPING
+    return [b for b in backends if b in BACKENDS_MAPPING and not BACKENDS_MAPPING[b][0]()] or list(backends)
+
+
+def missing_backends_reason(name: str, missing: list[str]) -> str:
+    """Why `name` does not import, and the install that fixes it when the matrix extra has every missing package."""
+    reason = f"{name} needs {', '.join(missing)} (not installed)"
+    if all(b in MATRIX_EXTRA_BACKENDS for b in missing):
+        reason += f": `pip install -e .[{MATRIX_EXTRA}]` installs it"
+    return reason
 
 
 def import_errors() -> dict[str, Exception]:

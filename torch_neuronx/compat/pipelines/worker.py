@@ -103,7 +103,8 @@ def run_pipeline(name: str, device: str, compile_backend=None, compiled: dict | 
     recipe = RECIPES[name]
     kwargs = call_kwargs(getattr(cls, recipe.method), recipe.size, recipe.call)
     for arg in recipe.on_device:  # inputs the pipeline uses where they are, as a user passes them: on its device
-        kwargs[arg] = kwargs[arg].to(device)
+        value = kwargs[arg]  # a tensor, or a list of them (ConsisID's id_vit_hidden)
+        kwargs[arg] = [v.to(device) for v in value] if isinstance(value, list) else value.to(device)
     with torch.no_grad():
         out = getattr(pipe, recipe.method)(**kwargs)
     return as_array(out)
