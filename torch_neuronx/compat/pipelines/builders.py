@@ -58,6 +58,15 @@ def _sdxl(in_channels: int = 4, controlnet: bool = False, union: bool = False, a
     return build
 
 
+def _kolors() -> dict:
+    """Kolors: SDXL's UNet conditioned on ChatGLM3 (as the released model: its hidden states projected to the
+    cross-attention width by text_proj, its last token's final state the pooled embedding)."""
+    tok = C.chatglm_tokenizer()
+    return {"unet": C.sdxl_unet(encoder_hid_dim_type="text_proj", encoder_hid_dim=C.TEXT_DIM), "vae": C.vae_kl(),
+            "scheduler": C.euler(), "text_encoder": C.chatglm(tok), "tokenizer": tok, "image_encoder": None,
+            "feature_extractor": None}
+
+
 def _unconditional(scheduler: str) -> Callable[[], dict]:
     def build() -> dict:
         import diffusers
@@ -1248,6 +1257,9 @@ RECIPES: dict[str, Recipe] = {
     "StableDiffusionXLPipeline": Recipe(_sdxl()),
     "StableDiffusionXLImg2ImgPipeline": Recipe(_sdxl(), {"strength": 0.8}),  # default 0.3 of 2 steps: none
     "StableDiffusionXLInpaintPipeline": Recipe(_sdxl()),
+    "KolorsPipeline": Recipe(_kolors),
+    "KolorsImg2ImgPipeline": Recipe(_kolors, {"strength": 0.8}),
+    "KolorsPAGPipeline": Recipe(_kolors),
     "StableDiffusionXLPAGPipeline": Recipe(_sdxl()),
     "StableDiffusionXLPAGImg2ImgPipeline": Recipe(_sdxl(), {"strength": 0.8}),
     "StableDiffusionXLPAGInpaintPipeline": Recipe(_sdxl()),

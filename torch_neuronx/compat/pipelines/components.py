@@ -39,6 +39,26 @@ def t5_tokenizer():
     return T5Tokenizer(vocab=pieces, extra_ids=0, model_max_length=512)
 
 
+def chatglm_tokenizer():
+    """Kolors' ChatGLM tokenizer over a SentencePiece character model trained here on the characters prompts use
+    (Diffusers' test loads the hub's tiny one). The tokenizer reads the model file once, at construction."""
+    import io
+    import os
+    import tempfile
+
+    import sentencepiece as spm
+    from diffusers.pipelines.kolors import ChatGLMTokenizer
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter([_CHARS, _CHARS[::-1]]), model_writer=model,
+                                   model_type="char", vocab_size=len(_CHARS) + 3, character_coverage=1.0, unk_id=0,
+                                   bos_id=1, eos_id=2, pad_id=-1, num_threads=1, minloglevel=2)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "tokenizer.model")
+        with open(path, "wb") as f:
+            f.write(model.getvalue())
+        return ChatGLMTokenizer(vocab_file=path)
+
+
 def vocab_size(tokenizer) -> int:
     return len(tokenizer)
 
@@ -60,6 +80,27 @@ def t5_encoder(tokenizer, d_model: int = TEXT_DIM, umt5: bool = False):
     if umt5:
         return UMT5EncoderModel(UMT5Config(**kwargs))
     return T5EncoderModel(T5Config(**kwargs))
+
+
+def chatglm(tokenizer):
+    """Kolors' ChatGLM3 text encoder at TEXT_DIM, with ChatGLM3's options (multi-query attention in 2 groups, qkv
+    bias, RMSNorm, the original RoPE). Built with empty_init=False, and every RMSNorm weight set to 1: ChatGLMModel's
+    default (empty_init=True) leaves its weights as torch.empty memory and its _init_weights does nothing, and
+    RMSNorm's weight is torch.empty either way, so an unloaded model computes with whatever memory held (garbage of
+    1e12 in the last layer's norms: the NaN a tiny ChatGLM gives when built from a config alone)."""
+    import torch
+    from diffusers.pipelines.kolors import ChatGLMModel
+    from diffusers.pipelines.kolors.text_encoder import ChatGLMConfig, RMSNorm
+    # ids: the SentencePiece pieces, then ChatGLM's 9 special tokens ([gMASK], sop, roles, ...)
+    cfg = ChatGLMConfig(num_layers=2, padded_vocab_size=tokenizer.tokenizer.n_words + 9, hidden_size=TEXT_DIM,
+                        ffn_hidden_size=37, kv_channels=8, num_attention_heads=4, seq_length=256,
+                        multi_query_attention=True, multi_query_group_num=2, add_qkv_bias=True, original_rope=True,
+                        use_cache=False)
+    model = ChatGLMModel(cfg, empty_init=False)
+    for module in model.modules():
+        if isinstance(module, RMSNorm):
+            torch.nn.init.ones_(module.weight)
+    return model
 
 
 # ---- autoencoders --------------------------------------------------------------------------------------------
