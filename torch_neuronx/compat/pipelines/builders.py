@@ -297,6 +297,27 @@ def _audio_diffusion() -> dict:
             "scheduler": DDIMScheduler()}
 
 
+def _spectrogram_diffusion() -> dict:
+    """MIDI note tokens to a mel spectrogram (256 frames x 128 bins, fixed by the pipeline), at Diffusers' old
+    test's shape (spectrogram_diffusion/test_spectrogram_diffusion.py) with widths of 32; no MelGAN (an ONNX
+    model): the mel is the output."""
+    from diffusers import DDPMScheduler
+    from diffusers.pipelines.deprecated.spectrogram_diffusion import (SpectrogramContEncoder, SpectrogramNotesEncoder,
+                                                                      T5FilmDecoder)
+    t5 = dict(d_model=32, dropout_rate=0.1, num_layers=1, num_heads=1, d_kv=4, d_ff=37)
+    return {"notes_encoder": SpectrogramNotesEncoder(max_length=_NOTE_TOKENS, vocab_size=1536,
+                                                     feed_forward_proj="gated-gelu", **t5).eval(),
+            "continuous_encoder": SpectrogramContEncoder(input_dims=128, targets_context_length=256,
+                                                         feed_forward_proj="gated-gelu", **t5).eval(),
+            "decoder": T5FilmDecoder(input_dims=128, targets_length=256, max_decoder_noise_time=20000.0, **t5).eval(),
+            "scheduler": DDPMScheduler(), "melgan": None}
+
+
+_NOTE_TOKENS = 32  # one chunk of note tokens: the test's first 15 (program, velocity, note on/off, time shifts), padded
+_SPECTROGRAM_CALL = {"input_tokens": [[1134, 90, 1135, 1133, 1080, 112, 1132, 1080, 1133, 1079, 133, 1132, 1079, 1133,
+                                       1] + [0] * (_NOTE_TOKENS - 15)], "output_type": "mel"}
+
+
 def _audioldm() -> dict:
     tok = C.roberta_tokenizer()
     return {"unet": C.audioldm_unet(), "vae": C.vae_audio(), "scheduler": C.ddim(), "text_encoder": C.clap_text(tok),
@@ -1586,6 +1607,7 @@ RECIPES: dict[str, Recipe] = {
     # Audio Diffusion: its steps are `steps`; the spectrogram images are compared (uint8, before Griffin-Lim): the
     # audio comes from librosa's Griffin-Lim, which starts from unseeded random phases (different on every call)
     "AudioDiffusionPipeline": Recipe(_audio_diffusion, {"steps": 2, "return_dict": False}),
+    "SpectrogramDiffusionPipeline": Recipe(_spectrogram_diffusion, _SPECTROGRAM_CALL),
     "ConsisIDPipeline": Recipe(_t5(C.consisid_transformer, C.cogvideox_vae, C.ddim),
                                {"max_sequence_length": 16, "num_frames": 8, "id_cond": _ones(1, 2),
                                 "id_vit_hidden": lambda: [_ones(1, 2, 2)()]}, size=16,
