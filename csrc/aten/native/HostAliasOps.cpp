@@ -19,14 +19,12 @@ namespace neuron::native {
 namespace {
 
 using host_kernels::boxed_fallback;
+using host_kernels::on_host_alias_path;
 using host_kernels::record_signature;
-
-bool plain_float(at::ScalarType dtype) { return dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf; }
 
 // A reduction of `self` to its own dtype.
 bool reduces_on_this_path(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
-  return self.device().type() == kNeuron && self.layout() == at::kStrided && plain_float(self.scalar_type()) &&
-         (!dtype || *dtype == self.scalar_type());
+  return on_host_alias_path({&self}) && (!dtype || *dtype == self.scalar_type());
 }
 
 // cat's signature covers every tensor of its list, as the fallback's does.
@@ -54,23 +52,15 @@ at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
 }
 
 at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
-  c10::SmallVector<at::Tensor, 8> hosts;
-  bool common = true;
-  for (const at::Tensor& t : tensors) {
-    if (!hosts.empty() && (t.device() != hosts[0].device() || t.scalar_type() != hosts[0].scalar_type())) common = false;
-    if (t.layout() != at::kStrided) common = false;
-    hosts.push_back(t);
-  }
-  if (!common || hosts.empty() || hosts[0].device().type() != kNeuron || !plain_float(hosts[0].scalar_type()))
-    return boxed_fallback<ATEN_OP(cat)>(tensors, dim);
-  const c10::DeviceIndex device = hosts[0].device().index();
+  if (!on_host_alias_path(tensors)) return boxed_fallback<ATEN_OP(cat)>(tensors, dim);
   op_signatures::Hasher signature(cat_signature_op().name_hash);
-  for (at::Tensor& t : hosts) {
+  c10::SmallVector<at::Tensor, 8> hosts;
+  for (const at::Tensor& t : tensors) {
     signature.add(t);
-    t = host_alias(t);
+    hosts.push_back(host_alias(t));
   }
   op_signatures::record(cat_signature_op(), signature);
-  return from_host(at::cpu::cat(at::ITensorListRef(hosts.data(), hosts.size()), dim), device);
+  return from_host(at::cpu::cat(at::ITensorListRef(hosts.data(), hosts.size()), dim), tensors.front().device().index());
 }
 
 } // namespace neuron::native

@@ -141,6 +141,30 @@ inline bool one_dtype(const at::TensorIteratorBase& iter) {
   return dtype != at::kLong || !dtype_rules::result_has_rule(dtype);
 }
 
+// The common case of the ops that run their CPU kernel on host aliases outside the boxed fallback
+// (MatMul.cpp, HostAliasOps.cpp): at least one tensor, every one a strided neuron tensor of one core, all in
+// one floating dtype without a Neuron dtype rule (float32, bfloat16, float16). Every other call takes the
+// boxed fallback, whose checks, dtype rules and messages apply. `tensors`: tensors or pointers to them.
+inline const at::Tensor& tensor_of(const at::Tensor& t) { return t; }
+inline const at::Tensor& tensor_of(const at::Tensor* t) { return *t; }
+template <class Tensors>
+bool on_host_alias_path(const Tensors& tensors) {
+  auto it = tensors.begin();
+  if (it == tensors.end()) return false;
+  const at::Tensor& first = tensor_of(*it);
+  if (first.device().type() != kNeuron) return false;
+  const auto dtype = first.scalar_type();
+  if (dtype != at::kFloat && dtype != at::kBFloat16 && dtype != at::kHalf) return false;
+  for (; it != tensors.end(); ++it) {
+    const at::Tensor& t = tensor_of(*it);
+    if (t.device() != first.device() || t.scalar_type() != dtype || t.layout() != at::kStrided) return false;
+  }
+  return true;
+}
+inline bool on_host_alias_path(std::initializer_list<const at::Tensor*> tensors) {
+  return on_host_alias_path<std::initializer_list<const at::Tensor*>>(tensors);
+}
+
 // Each call is one eager op signature on Trainium (aten/native/OpSignatures.h); a call that takes the
 // boxed fallback instead is recorded there.
 template <class Op, class... Args>

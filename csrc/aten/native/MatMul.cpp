@@ -21,23 +21,13 @@ namespace neuron::native {
 namespace {
 
 using host_kernels::boxed_fallback;
+using host_kernels::on_host_alias_path;
 using host_kernels::record_signature;
-
-bool on_this_path(std::initializer_list<const at::Tensor*> tensors) {
-  const at::Tensor& first = *tensors.begin()[0];
-  if (first.device().type() != kNeuron) return false;
-  const auto dtype = first.scalar_type();
-  if (dtype != at::kFloat && dtype != at::kBFloat16 && dtype != at::kHalf) return false;
-  for (const at::Tensor* t : tensors) {
-    if (t->device() != first.device() || t->scalar_type() != dtype || t->layout() != at::kStrided) return false;
-  }
-  return true;
-}
 
 } // namespace
 
 at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
-  if (!on_this_path({&self, &mat2}) || self.dim() != 2 || mat2.dim() != 2)
+  if (!on_host_alias_path({&self, &mat2}) || self.dim() != 2 || mat2.dim() != 2)
     return boxed_fallback<ATEN_OP(mm)>(self, mat2);
   record_signature<ATEN_OP(mm)>(self, mat2);
   // the CPU kernel checks the shapes
@@ -46,7 +36,7 @@ at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
 
 at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
                  const at::Scalar& alpha) {
-  if (!on_this_path({&self, &mat1, &mat2}) || mat1.dim() != 2 || mat2.dim() != 2)
+  if (!on_host_alias_path({&self, &mat1, &mat2}) || mat1.dim() != 2 || mat2.dim() != 2)
     return boxed_fallback<ATEN_OP(addmm)>(self, mat1, mat2, beta, alpha);
   record_signature<ATEN_OP(addmm)>(self, mat1, mat2, beta, alpha);
   return from_host(at::cpu::addmm(host_alias(self), host_alias(mat1), host_alias(mat2), beta, alpha),
@@ -54,7 +44,7 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
 }
 
 at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
-  if (!on_this_path({&self, &mat2}) || self.dim() != 3 || mat2.dim() != 3)
+  if (!on_host_alias_path({&self, &mat2}) || self.dim() != 3 || mat2.dim() != 3)
     return boxed_fallback<ATEN_OP(bmm)>(self, mat2);
   record_signature<ATEN_OP(bmm)>(self, mat2);
   return from_host(at::cpu::bmm(host_alias(self), host_alias(mat2)), self.device().index());
