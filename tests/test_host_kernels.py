@@ -180,3 +180,73 @@ def test_zero_sum_mean_cat_outside_the_common_case_take_the_fallback():
         assert torch.equal(out.cpu(), fn(x, f)), name
     with pytest.raises(RuntimeError, match=r"found at least two devices, neuron:0 and cpu! \(when running aten::cat"):
         torch.cat([f.neuron(), f])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_training_step_ops_match_cpu_without_fallback(dtype):
+    """The rest of a causal LM's training step short of the fallback (HostAliasOps.cpp, RegisterHostKernels.cpp):
+    fill_, index_select, flash attention, log_softmax, nll_loss, embedding backward, silu backward, cos, sin;
+    each forward and backward bit-equal to CPU."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 16, 8, generator=g).to(dtype) for _ in range(3))
+    mask = torch.randn(16, 16, generator=g).to(dtype)
+    logits = torch.randn(12, 20, generator=g).to(dtype)
+    target = torch.randint(0, 20, (12,), generator=g).index_fill(0, torch.tensor([3]), -100)
+    weight = torch.rand(20, generator=g).to(dtype)
+    table = torch.randn(20, 6, generator=g).to(dtype)
+    ids = torch.randint(0, 20, (3, 5), generator=g)
+    x = torch.randn(7, 9, generator=g).to(dtype)
+    F = torch.nn.functional
+    cases = {
+        "fill_": lambda d: (d["x"].clone().fill_(1.5),),
+        # (its backward is index_add_, which takes the fallback)
+        "index_select": lambda d: (d["table"].detach().index_select(0, d["ids"].flatten()),),
+        "sdpa_causal": lambda d: (F.scaled_dot_product_attention(d["q"], d["k"], d["v"], is_causal=True),),
+        "sdpa_mask": lambda d: (F.scaled_dot_product_attention(d["q"], d["k"], d["v"], attn_mask=d["mask"]),),
+        "cross_entropy": lambda d: (F.cross_entropy(d["logits"], d["target"]),),
+        "cross_entropy_weight_sum": lambda d: (F.cross_entropy(d["logits"], d["target"], weight=d["weight"],
+                                                               reduction="sum"),),
+        "embedding": lambda d: (F.embedding(d["ids"], d["table"], padding_idx=2),),
+        "silu": lambda d: (F.silu(d["x"]),),
+        "cos_sin": lambda d: (d["x"].cos(), d["x"].sin()),
+    }
+    grads = {"q", "k", "v", "logits", "table", "x"}
+    for name, f in cases.items():
+        results = {}
+        for device in ("cpu", "neuron"):
+            d = {n: t.to(device).requires_grad_(n in grads) for n, t in
+                 dict(q=q, k=k, v=v, mask=mask, logits=logits, target=target, weight=weight, table=table, ids=ids,
+                      x=x).items()}
+            torch_neuronx.clear_op_tracking()
+            outs = f(d)
+            backward = ()
+            if outs[0].requires_grad:
+                backward = torch.autograd.grad(sum(o.float().sum() for o in outs), [d[n] for n in sorted(grads)],
+                                               allow_unused=True)
+            if device == "neuron":
+                assert fallback_calls() == 0, (name, torch_neuronx.get_emulator_op_counts())
+            results[device] = [o.detach().cpu() for o in outs] + [b.cpu() for b in backward if b is not None]
+        assert len(results["cpu"]) == len(results["neuron"]), name
+        for a, b in zip(results["cpu"], results["neuron"]):
+            assert a.dtype == b.dtype and torch.equal(a, b), name
+
+
+def test_training_step_ops_outside_the_common_case_take_the_fallback():
+    f = torch.randn(6, 10)
+    cases = {
+        "fill_int": lambda dev: torch.zeros(4, dtype=torch.int32, device=dev).fill_(3),
+        "index_select_int": lambda dev: torch.arange(10, device=dev).index_select(0, torch.tensor([2, 5], device=dev)),
+    }
+    for name, fn in cases.items():
+        torch_neuronx.clear_op_tracking()
+        out = fn("neuron")
+        assert fallback_calls() > 0, name
+        assert torch.equal(out.cpu(), fn("cpu")), name
+    # CUDA's errors for an argument on another device, through the fallback
+    with pytest.raises(RuntimeError, match=r"two devices, neuron:0 and cpu! \(when running aten::index_select"):
+        f.neuron().index_select(0, torch.tensor([1, 0, 3]))
+    with pytest.raises(RuntimeError, match=r"two devices, neuron:0 and cpu! \(when running aten::nll_loss_forward"):
+        torch.nn.functional.cross_entropy(f.neuron(), torch.tensor([1] * 6))
+    q = torch.randn(1, 2, 4, 8).neuron()
+    with pytest.raises(RuntimeError, match="two devices"):
+        torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=torch.zeros(4, 4))

@@ -38,7 +38,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_UNARY(sigmoid)
   NEURON_UNARY(tanh)
   NEURON_UNARY(silu)
+  NEURON_UNARY(cos)
+  NEURON_UNARY(sin)
 #undef NEURON_UNARY
+  m.impl("silu_backward",
+         TORCH_FN((functional<native::structured_silu_backward_out, ATEN_OP(silu_backward), Tensor, Tensor>)));
 }
 
 // scaled_dot_product_attention asks this stub which kernel to use; giving neuron the host's choice

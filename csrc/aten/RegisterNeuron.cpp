@@ -39,6 +39,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sum.dim_IntList", native::sum_dim);
   m.impl("mean.dim", native::mean_dim);
   m.impl("cat", native::cat);
+  m.impl("fill_.Scalar", native::fill_);
+  m.impl("index_select", native::index_select);
+  m.impl("embedding_dense_backward", native::embedding_dense_backward);
+  m.impl("_log_softmax", native::log_softmax);
+  m.impl("_log_softmax_backward_data", native::log_softmax_backward);
+  m.impl("nll_loss_forward", native::nll_loss_forward);
+  m.impl("nll_loss_backward", native::nll_loss_backward);
+  m.impl("_scaled_dot_product_flash_attention_for_cpu", native::flash_attention);
+  m.impl("_scaled_dot_product_flash_attention_for_cpu_backward", native::flash_attention_backward);
   m.impl("histc", native::histc_any_dtype);
   m.impl("histc.out", native::histc_out);
   m.impl("convolution_overrideable", native::convolution);

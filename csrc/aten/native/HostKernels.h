@@ -49,6 +49,7 @@
 #include <ATen/native/UnaryOps.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/ops/add_native.h>
+#include <ATen/ops/cos_native.h>
 #include <ATen/ops/div_native.h>
 #include <ATen/ops/exp_native.h>
 #include <ATen/ops/log_native.h>
@@ -60,7 +61,9 @@
 #include <ATen/ops/reciprocal_native.h>
 #include <ATen/ops/rsqrt_native.h>
 #include <ATen/ops/sigmoid_native.h>
+#include <ATen/ops/silu_backward_native.h>
 #include <ATen/ops/silu_native.h>
+#include <ATen/ops/sin_native.h>
 #include <ATen/ops/sqrt_native.h>
 #include <ATen/ops/sub_native.h>
 #include <ATen/ops/tanh_native.h>
@@ -173,6 +176,9 @@ void record_signature(const Args&... args) {
   op_signatures::Hasher h(op->name_hash);
   ([&] {
     if constexpr (std::is_same_v<Args, at::Tensor>) h.add(args);
+    if constexpr (std::is_same_v<Args, std::optional<at::Tensor>>) {
+      if (args) h.add(*args);  // the fallback hashes a given optional tensor, and nothing for None
+    }
   }(), ...);
   op_signatures::record(*op, h);
 }

@@ -60,6 +60,29 @@ at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool kee
 at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<at::ScalarType> dtype);
 at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim);
+// The same for the other ops of a causal LM's training step that reached the fallback; arguments of another
+// dtype (indices, targets, logsumexp, masks) must be on the operands' core too.
+at::Tensor& fill_(at::Tensor& self, const at::Scalar& value);
+at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index);
+at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Tensor& indices, int64_t num_weights,
+                                    int64_t padding_idx, bool scale_grad_by_freq);
+at::Tensor log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float);
+at::Tensor log_softmax_backward(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                at::ScalarType input_dtype);
+std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, const at::Tensor& target,
+                                                    const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                    int64_t ignore_index);
+at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                             const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                             const at::Tensor& total_weight);
+std::tuple<at::Tensor, at::Tensor> flash_attention(const at::Tensor& query, const at::Tensor& key,
+                                                   const at::Tensor& value, double dropout_p, bool is_causal,
+                                                   const std::optional<at::Tensor>& attn_mask,
+                                                   std::optional<double> scale);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
+    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+    const at::Tensor& out, const at::Tensor& logsumexp, double dropout_p, bool is_causal,
+    const std::optional<at::Tensor>& attn_mask, std::optional<double> scale);
 
 // Zero.cpp: zero_ of a dense tensor is a memset through the host bridge; other calls take the fallback.
 at::Tensor& zero_(at::Tensor& self);
