@@ -250,3 +250,18 @@ def test_training_step_ops_outside_the_common_case_take_the_fallback():
     q = torch.randn(1, 2, 4, 8).neuron()
     with pytest.raises(RuntimeError, match="two devices"):
         torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=torch.zeros(4, 4))
+
+
+def test_host_alias_ops_count_signatures_like_the_fallback():
+    """A signature covers every tensor of a list (cat) and a given optional tensor (a mask), as the fallback's."""
+    a, b = torch.ones(2, 3, device="neuron"), torch.ones(4, 3, device="neuron")
+    q = torch.randn(1, 2, 4, 8).neuron()
+    torch_neuronx.clear_op_tracking()
+    for pair in ([a, a], [a, b], [a, b], [b, a]):
+        torch.cat(pair)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    sdpa(q, q, q), sdpa(q, q, q), sdpa(q, q, q, attn_mask=torch.zeros(4, 4, device="neuron"))
+    counts = torch_neuronx.get_op_signature_counts()
+    assert counts["aten::cat"] == 3
+    assert counts["aten::_scaled_dot_product_flash_attention_for_cpu"] == 2
+    assert torch_neuronx.get_executed_ops()["aten::cat"] == 4

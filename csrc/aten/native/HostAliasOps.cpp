@@ -65,12 +65,6 @@ std::tuple<T...> from_host(const std::tuple<T...>& hosts, c10::DeviceIndex devic
   return std::apply([&](const auto&... h) { return std::make_tuple(neuron::from_host(h, device)...); }, hosts);
 }
 
-// cat's signature covers every tensor of its list, as the fallback's does.
-op_signatures::Op& cat_signature_op() {
-  static auto* op = new op_signatures::Op("aten::cat");
-  return *op;
-}
-
 } // namespace
 
 at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
@@ -91,13 +85,9 @@ at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
 
 at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
   if (!on_host_alias_path(tensors)) return boxed_fallback<ATEN_OP(cat)>(tensors, dim);
-  op_signatures::Hasher signature(cat_signature_op().name_hash);
+  record_signature<ATEN_OP(cat)>(tensors);
   c10::SmallVector<at::Tensor, 8> hosts;
-  for (const at::Tensor& t : tensors) {
-    signature.add(t);
-    hosts.push_back(host_alias(t));
-  }
-  op_signatures::record(cat_signature_op(), signature);
+  for (const at::Tensor& t : tensors) hosts.push_back(host_alias(t));
   return from_host(at::cpu::cat(at::ITensorListRef(hosts.data(), hosts.size()), dim), tensors.front().device().index());
 }
 

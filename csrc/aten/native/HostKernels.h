@@ -179,6 +179,9 @@ void record_signature(const Args&... args) {
     if constexpr (std::is_same_v<Args, std::optional<at::Tensor>>) {
       if (args) h.add(*args);  // the fallback hashes a given optional tensor, and nothing for None
     }
+    if constexpr (std::is_same_v<Args, at::ITensorListRef>) {
+      for (const at::Tensor& t : args) h.add(t);  // a list: every tensor of it, as the fallback
+    }
   }(), ...);
   op_signatures::record(*op, h);
 }
