@@ -49,7 +49,12 @@ bool on_core_of(const at::Tensor& t, const at::Tensor& like) {
   return t.device() == like.device() && t.layout() == at::kStrided && t.scalar_type() != at::kDouble;
 }
 
-// An optional floating operand (a weight, a mask): absent, or in the operands' dtype on their core.
+// An optional argument of any dtype (an attention mask: bool or floating): absent, or as on_core_of.
+bool absent_or_on_core_of(const std::optional<at::Tensor>& t, const at::Tensor& like) {
+  return !t || !t->defined() || on_core_of(*t, like);
+}
+
+// An optional floating operand (a weight): absent, or in the operands' dtype on their core.
 bool absent_or_like(const std::optional<at::Tensor>& t, const at::Tensor& like) {
   return !t || !t->defined() || on_host_alias_path({&*t, &like});
 }
@@ -163,7 +168,7 @@ std::tuple<at::Tensor, at::Tensor> flash_attention(const at::Tensor& query, cons
                                                    const at::Tensor& value, double dropout_p, bool is_causal,
                                                    const std::optional<at::Tensor>& attn_mask,
                                                    std::optional<double> scale) {
-  if (!on_host_alias_path({&query, &key, &value}) || (attn_mask && attn_mask->defined() && !on_core_of(*attn_mask, query)))
+  if (!on_host_alias_path({&query, &key, &value}) || !absent_or_on_core_of(attn_mask, query))
     return boxed_fallback<ATEN_OP(_scaled_dot_product_flash_attention_for_cpu)>(query, key, value, dropout_p,
                                                                                 is_causal, attn_mask, scale);
   record_signature<ATEN_OP(_scaled_dot_product_flash_attention_for_cpu)>(query, key, value, attn_mask);
@@ -178,7 +183,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
     const at::Tensor& out, const at::Tensor& logsumexp, double dropout_p, bool is_causal,
     const std::optional<at::Tensor>& attn_mask, std::optional<double> scale) {
   if (!on_host_alias_path({&grad_out, &query, &key, &value, &out}) || !on_core_of(logsumexp, query) ||
-      (attn_mask && attn_mask->defined() && !on_core_of(*attn_mask, query)))
+      !absent_or_on_core_of(attn_mask, query))
     return boxed_fallback<ATEN_OP(_scaled_dot_product_flash_attention_for_cpu_backward)>(
         grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, attn_mask, scale);
   record_signature<ATEN_OP(_scaled_dot_product_flash_attention_for_cpu_backward)>(grad_out, query, key, value, out,
