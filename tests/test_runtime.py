@@ -198,3 +198,71 @@ def test_live_allocations_stay_exact_through_growth_and_random_frees():
         assert segments == live
     del tensors
     assert torch.neuron.memory_allocated(0) == base
+
+
+def _asan_loaded() -> bool:
+    """scripts/sanitize.sh preloads libasan; its build keeps no freed blocks (a use after free must fault)."""
+    with open("/proc/self/maps") as maps:
+        return "libasan" in maps.read()
+
+
+def test_freed_host_blocks_are_reused_and_counted_on_no_core():
+    # The emulator keeps freed host blocks for reuse (csrc/runtime/HostBlockCache.h): the block of the size
+    # just freed comes back first, the counts see live tensors only, and empty_cache returns the cache.
+    from torch_neuronx import runtime
+    torch.neuron.empty_cache()
+    assert runtime.cached_host_bytes() == 0
+    base = torch.neuron.memory_allocated(0)
+    x = torch.full((1000,), 3.0, device="neuron")
+    ptr = x.data_ptr()
+    del x
+    assert torch.neuron.memory_allocated(0) == base and torch.neuron.memory_reserved(0) == base
+    free, total = torch.neuron.mem_get_info(0)
+    assert free == total - torch.neuron.memory_allocated(0)
+    if _asan_loaded():
+        assert runtime.cached_host_bytes() == 0
+        return
+    assert runtime.cached_host_bytes() == 4096  # 4000 bytes, rounded up to the cache's 256-byte granule
+    y = torch.empty(1000, device="neuron")
+    assert y.data_ptr() == ptr and runtime.cached_host_bytes() == 0
+    y.copy_(torch.arange(1000, dtype=torch.float32))
+    assert torch.equal((y * 2).cpu(), torch.arange(1000, dtype=torch.float32) * 2)
+    cached = runtime.cached_host_bytes()  # the product's block
+    big = torch.empty(5 << 20, dtype=torch.uint8, device="neuron")
+    del big  # blocks over 4 MiB go back to the host at once
+    assert runtime.cached_host_bytes() == cached
+    many = [torch.empty(1 << 20, dtype=torch.uint8, device="neuron") for _ in range(200)]
+    del many, y
+    assert runtime.cached_host_bytes() <= 128 << 20  # bounded: the rest went back to the host
+    torch.neuron.empty_cache()
+    assert runtime.cached_host_bytes() == 0
+    assert torch.neuron.memory_allocated(0) == base
+
+
+CACHED_OOM_SCRIPT = r"""
+import torch
+from torch_neuronx import runtime
+MiB = 1 << 20
+def fill():
+    blocks = []
+    try:
+        while True:
+            blocks.append(torch.empty(MiB, dtype=torch.uint8, device="neuron"))
+    except torch.OutOfMemoryError:
+        return blocks
+first = fill()
+n = len(first)
+del first
+cached = runtime.cached_host_bytes()
+second = fill()
+print("blocks", n, len(second), "cached", cached > 0, "allocated", torch.neuron.memory_allocated() == len(second) * MiB)
+"""
+
+
+def test_cached_blocks_do_not_move_the_out_of_memory_point():
+    # A core runs out at the same byte with a full cache of freed blocks as with none: the cache is host
+    # memory, never HBM (what fails on Trainium fails here, at the same allocation).
+    r = run_python(CACHED_OOM_SCRIPT, env={"TORCHNEURON_HBM_PER_CORE": "64MiB"})
+    assert r.returncode == 0, r.stderr
+    n = int(r.stdout.split()[1])
+    assert n > 50 and f"blocks {n} {n} cached True allocated True" in r.stdout, r.stdout

@@ -39,7 +39,8 @@ def test_a_use_after_free_of_device_memory_fails_the_sanitized_run(tmp_path):
     """The harness itself: a write into a neuron tensor's memory after the tensor died (the pointer outlived its
     storage, the bug the zero-copy aliases could hide) must fail the run and print the report naming the
     device allocator's free, even from a subprocess of a test that ignores its crash. This also shows device
-    memory is freed back to ASan's heap at once (no cache would hide a stale pointer)."""
+    memory is freed back to ASan's heap at once: the sanitized build keeps no freed host blocks
+    (csrc/runtime/HostBlockCache.h), which would hide a stale pointer."""
     (tmp_path / "test_uaf.py").write_text(
         "import ctypes, os, subprocess, sys\n"
         "def test_uaf_in_a_subprocess():\n"

@@ -20,7 +20,8 @@ void delete_device_memory(void* ptr) {
 }
 
 // A c10::DeviceAllocator, so torch.accelerator's memory API works for neuron.
-// It does not cache: every byte it reports is held by a live tensor.
+// Every byte it reports is held by a live tensor: the runtime's cache of freed host blocks is counted on
+// no core (runtime/HostBlockCache.h); emptyCache returns it to the host.
 struct DeviceAllocator final : c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     auto device = current_device();
@@ -33,7 +34,7 @@ struct DeviceAllocator final : c10::DeviceAllocator {
   }
 
   bool initialized() override { return rt::configured(); }
-  void emptyCache(c10::MempoolId_t) override {}
+  void emptyCache(c10::MempoolId_t) override { rt::empty_cache(); }
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
     auto s = rt::stats(device);

@@ -66,7 +66,7 @@ py::dict snapshot() {
     block["requested_size"] = b.nbytes;
     block["state"] = "active_allocated";
     symbolizer.add(context, block);
-    // The emulator does not cache: every allocation is a segment of its own holding one block.
+    // No core counts a cached block (runtime/HostBlockCache.h): every allocation is a segment of its own holding one block.
     auto& seg = segment_dicts[i];
     seg["device"] = b.device;
     seg["address"] = addr;

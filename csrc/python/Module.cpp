@@ -49,6 +49,8 @@ PYBIND11_MODULE(_C, m) {
   });
   neuron::bind_memory_history(m);
   m.def("_reset_peak", &neuron::rt::reset_peak);
+  m.def("_empty_cache", &neuron::rt::empty_cache);
+  m.def("_cached_host_bytes", &neuron::rt::cached_host_bytes);
   m.def("_reset_accumulated", &neuron::rt::reset_accumulated);
   m.def("_device_of_ptr", [](uintptr_t p) { return neuron::rt::device_of(reinterpret_cast<const void*>(p)); });
   m.def("_set_fp64_mode", &neuron::set_fp64_mode);

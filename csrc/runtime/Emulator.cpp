@@ -6,10 +6,11 @@
 // A bank usually belongs to one core; at LNC=1 on Trainium2/3 the two physical
 // cores of a pair share theirs, so one may use more than half of it while its
 // neighbour uses less, and a busy neighbour makes it run out early, as on the
-// hardware. No caching: host malloc is already fast and a cache would only blur
-// the accounting.
+// hardware. Freed host blocks are kept for reuse (HostBlockCache.h), never
+// counted: the accounting sees live tensors only.
 #include "Runtime.h"
 #include "BlockTable.h"
+#include "HostBlockCache.h"
 
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
@@ -142,7 +143,8 @@ struct State {
   std::vector<bool> held;
   std::vector<int64_t*> usage_slot;
   BlockTable<Block> blocks;
-  SharedArena arena;  // share_device_memory
+  HostBlockCache cache;  // freed host blocks, for reuse (never counted on a core)
+  SharedArena arena;     // share_device_memory
   bool configured = false;
   std::string unavailable;  // why configuration failed, if it did
 };
@@ -415,9 +417,12 @@ static int64_t host_available_bytes() {
   return -1;
 }
 
+static bool drain_host_cache(State& s);
+
 static void check_host_backing(State& s, int device, size_t nbytes) {
   if (nbytes < kHostCheckBytes) return;
   int64_t available = host_available_bytes();
+  if (static_cast<int64_t>(nbytes) > available && drain_host_cache(s)) available = host_available_bytes();
   if (available < 0 || static_cast<int64_t>(nbytes) <= available) return;
   int64_t budget, used, own;
   {
@@ -481,6 +486,9 @@ void* allocate(int device, size_t nbytes) {
           p = map_pages(nbytes, &mapped);
         } else if (s.arena.active() && nbytes >= kSharedMinBytes && (p = s.arena.take(SharedArena::rounded(nbytes)))) {
           shared = SharedArena::rounded(nbytes);
+        } else if (size_t host = HostBlockCache::host_size(nbytes)) {
+          p = s.cache.take(host);
+          if (!p) p = c10::alloc_cpu(host);
         } else {
           p = c10::alloc_cpu(nbytes);
         }
@@ -539,9 +547,36 @@ void release(void* ptr) {
     auto& s = state();
     std::lock_guard<std::mutex> g(s.mu);
     s.arena.give(ptr, block.shared);
+  } else if (size_t host = block.adopted ? 0 : HostBlockCache::host_size(block.nbytes)) {
+    // Only a block allocate() took at its host size: an adopted one is not that size (unadopt frees those).
+    auto& s = state();
+    {
+      std::lock_guard<std::mutex> g(s.mu);
+      if (s.cache.give(ptr, host)) return;
+    }
+    c10::free_cpu(ptr);  // the cache is full
   } else {
     c10::free_cpu(ptr);
   }
+}
+
+// Frees the cached host blocks; true when there were any.
+static bool drain_host_cache(State& s) {
+  std::vector<void*> blocks;
+  {
+    std::lock_guard<std::mutex> g(s.mu);
+    s.cache.drain(blocks);
+  }
+  for (void* p : blocks) c10::free_cpu(p);
+  return !blocks.empty();
+}
+
+void empty_cache() { drain_host_cache(state()); }
+
+size_t cached_host_bytes() {
+  auto& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  return s.cache.cached_bytes();
 }
 
 bool adopts_host_memory() { return !strict(); }
@@ -647,6 +682,11 @@ void share_device_memory() {
   auto& s = state();
   std::lock_guard<std::mutex> g(s.mu);
   if (strict() || s.arena.active() || !s.configured) return;  // strict: each block on pages of its own
+  // Cached blocks of kSharedMinBytes and more would no longer be taken (the arena serves those sizes):
+  // back to the host with them.
+  std::vector<void*> cached;
+  s.cache.drain(cached);
+  for (void* p : cached) c10::free_cpu(p);
   // Address space, not memory: twice what this process's cores may hold (room for fragmentation).
   // Allocations that find no room fall back to private memory (collectives then stage them).
   const int64_t budget = s.budget.empty() ? 0 : s.budget[std::clamp(s.default_device, 0, static_cast<int>(s.budget.size()) - 1)];

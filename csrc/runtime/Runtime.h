@@ -69,6 +69,11 @@ const std::string& label(int device);
 // An allocation is named by the pointer `allocate` returned; offsets address bytes inside it.
 void* allocate(int device, size_t nbytes);
 void release(void* ptr);
+// Returns what the runtime keeps of released memory for reuse to the host (torch.neuron.empty_cache()).
+// The emulator keeps freed host blocks (HostBlockCache.h), counted on no core; cached_host_bytes() says
+// how much. A runtime without such a cache: a no-op and 0.
+void empty_cache();
+size_t cached_host_bytes();
 // Whether memory produced on the host (a kernel's fresh output) can be counted
 // as device memory without a copy (adopt). The emulator: yes, except in strict
 // mode; a real runtime: no (the bridge then allocates and copies host-to-device).

@@ -16,7 +16,8 @@ def _idx(device: Any) -> int:
 def memory_stats(device: Any = None) -> dict[str, int]:
     """torch.cuda.memory_stats() keys, so tools that read them work unchanged.
 
-    The emulator does not cache or split blocks: each allocation is its own segment, so reserved ==
+    The emulator does not split blocks and its cache of freed host blocks is counted on no core: each
+    allocation is its own segment, so reserved ==
     active == requested == allocated bytes, segments == allocations, and nothing is non-releasable.
     It has no small/large pools either: only the "all" keys exist.
     """
@@ -47,7 +48,8 @@ def max_memory_allocated(device: Any = None) -> int:
     return runtime.memory_stats(_idx(device))["peak_allocated_bytes"]
 
 
-# The emulator does not cache: reserved == allocated.
+# Every byte counted on a core is held by a live tensor (the emulator's cache of freed host blocks is
+# counted on none: csrc/runtime/HostBlockCache.h), so reserved == allocated.
 memory_reserved = memory_allocated
 max_memory_reserved = max_memory_allocated
 
@@ -73,8 +75,10 @@ def mem_get_info(device: Any = None) -> tuple[int, int]:
 
 
 def empty_cache() -> None:
-    """Nothing is cached: every byte counted is held by a live tensor. (Accelerate calls this per moved
-    tensor, so it must be cheap: no gc.collect here.)"""
+    """Returns the emulator's cached freed blocks to the host, as torch.cuda.empty_cache returns its
+    cache to the GPU. The counts do not change: no core counts the cache. (Accelerate calls this per
+    moved tensor, so it must be cheap: no gc.collect here; an empty cache costs one lock.)"""
+    runtime.empty_cache()
 
 
 def _format_size(size: int, pref: float) -> str:
@@ -168,8 +172,8 @@ def _record_memory_history(enabled: str | None = "all", context: str | None = "a
 
 def _snapshot(device: Any = None) -> dict:
     """The allocator's state and recorded trace in torch.cuda.memory._snapshot()'s format: "segments"
-    (every live allocation of every core, tagged with its device; the emulator does not cache, so each is
-    a segment holding one active block) and "device_traces" (one list of events per core: segment_alloc,
+    (every live allocation of every core, tagged with its device; the emulator counts no cached block, so
+    each is a segment holding one active block) and "device_traces" (one list of events per core: segment_alloc,
     alloc, free_requested, free_completed, segment_free, oom; each with addr, size, time_us and frames).
     """
     from .. import _C

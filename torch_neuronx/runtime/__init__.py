@@ -19,7 +19,7 @@ from .collective_groups import CollectiveTopologyError, check_collective_group, 
 
 __all__ = ["DEFAULT_INSTANCE", "INSTANCES", "MAX_VISIBLE_DEVICES", "RUNTIME_RESERVE_PER_PHYSICAL_CORE", "GiB",
            "InstanceType", "Topology", "TopologyError", "discover", "init", "topology",
-           "memory_stats", "synchronize", "reset_peak", "held_cores", "HeldCore",
+           "memory_stats", "synchronize", "reset_peak", "empty_cache", "cached_host_bytes", "held_cores", "HeldCore",
            "CollectiveTopologyError", "check_collective_group", "valid_collective_group_sizes"]
 
 held_cores = ownership.held_cores
@@ -64,3 +64,5 @@ def available() -> bool:
 memory_stats = emulator.memory_stats
 synchronize = emulator.synchronize
 reset_peak = emulator.reset_peak
+empty_cache = emulator.empty_cache
+cached_host_bytes = emulator.cached_host_bytes

@@ -37,6 +37,16 @@ def memory_stats(device: int) -> dict:
     return _core()._memory_stats(device)
 
 
+def empty_cache() -> None:
+    """Returns the freed host blocks the emulator keeps for reuse to the host (counted on no core)."""
+    _core()._empty_cache()
+
+
+def cached_host_bytes() -> int:
+    """Host bytes of freed device allocations kept for reuse (csrc/runtime/HostBlockCache.h)."""
+    return _core()._cached_host_bytes()
+
+
 def reset_peak(device: int) -> None:
     _core()._reset_peak(device)
 
