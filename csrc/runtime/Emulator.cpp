@@ -417,7 +417,16 @@ static int64_t host_available_bytes() {
   return -1;
 }
 
-static bool drain_host_cache(State& s);
+// Frees the cached host blocks (HostBlockCache.h); true when there were any.
+static bool drain_host_cache(State& s) {
+  std::vector<void*> blocks;
+  {
+    std::lock_guard<std::mutex> g(s.mu);
+    s.cache.drain(blocks);
+  }
+  for (void* p : blocks) c10::free_cpu(p);
+  return !blocks.empty();
+}
 
 static void check_host_backing(State& s, int device, size_t nbytes) {
   if (nbytes < kHostCheckBytes) return;
@@ -560,17 +569,6 @@ void release(void* ptr) {
   }
 }
 
-// Frees the cached host blocks; true when there were any.
-static bool drain_host_cache(State& s) {
-  std::vector<void*> blocks;
-  {
-    std::lock_guard<std::mutex> g(s.mu);
-    s.cache.drain(blocks);
-  }
-  for (void* p : blocks) c10::free_cpu(p);
-  return !blocks.empty();
-}
-
 void empty_cache() { drain_host_cache(state()); }
 
 size_t cached_host_bytes() {
@@ -680,13 +678,11 @@ void copy_device_to_device(void* dst, size_t dst_offset, const void* src, size_t
 
 void share_device_memory() {
   auto& s = state();
-  std::lock_guard<std::mutex> g(s.mu);
-  if (strict() || s.arena.active() || !s.configured) return;  // strict: each block on pages of its own
   // Cached blocks of kSharedMinBytes and more would no longer be taken (the arena serves those sizes):
   // back to the host with them.
-  std::vector<void*> cached;
-  s.cache.drain(cached);
-  for (void* p : cached) c10::free_cpu(p);
+  drain_host_cache(s);
+  std::lock_guard<std::mutex> g(s.mu);
+  if (strict() || s.arena.active() || !s.configured) return;  // strict: each block on pages of its own
   // Address space, not memory: twice what this process's cores may hold (room for fragmentation).
   // Allocations that find no room fall back to private memory (collectives then stage them).
   const int64_t budget = s.budget.empty() ? 0 : s.budget[std::clamp(s.default_device, 0, static_cast<int>(s.budget.size()) - 1)];
