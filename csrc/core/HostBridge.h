@@ -14,6 +14,7 @@
 #include <c10/core/Storage.h>
 #include <c10/util/SmallVector.h>
 
+#include <tuple>
 #include <utility>
 
 namespace neuron {
@@ -30,6 +31,11 @@ at::Tensor host_alias(const at::Tensor& device_tensor);
 c10::Storage storage_to_device(const c10::Storage& host_storage, c10::DeviceIndex device);
 // A fresh host tensor (not aliasing device memory) as a device tensor (storage_to_device).
 at::Tensor from_host(const at::Tensor& host, c10::DeviceIndex device);
+// A host kernel's tuple of fresh results, each as from_host (undefined ones stay undefined).
+template <class... T>
+std::tuple<T...> from_host(const std::tuple<T...>& hosts, c10::DeviceIndex device) {
+  return std::apply([&](const auto&... h) { return std::make_tuple(from_host(h, device)...); }, hosts);
+}
 
 // Device tensors opened for host access in place, until close() or destruction: for host code that
 // computes on device tensors themselves rather than on host aliases (the host kernel path, compiled

@@ -25,11 +25,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     int64_t groups, std::array<bool, 3> output_mask) {
   int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
   std::vector<int64_t> bias_sizes{out_channels};
-  auto [gi, gw, gb] = at::convolution_backward(as_host(grad_output), as_host(input), as_host(weight), bias_sizes,
-                                               stride, padding, dilation, transposed, output_padding, groups,
-                                               output_mask);
-  auto d = input.device().index();
-  return {from_host(gi, d), from_host(gw, d), from_host(gb, d)};
+  return from_host(at::convolution_backward(as_host(grad_output), as_host(input), as_host(weight), bias_sizes, stride,
+                                           padding, dilation, transposed, output_padding, groups, output_mask),
+                   input.device().index());
 }
 
 } // namespace neuron::native

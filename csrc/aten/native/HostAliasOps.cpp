@@ -27,16 +27,13 @@
 #include <ATen/ops/nll_loss_forward_cpu_dispatch.h>
 #include <ATen/ops/sum_cpu_dispatch.h>
 
-#include <tuple>
-
 namespace neuron::native {
 namespace {
 
 using host_kernels::boxed_fallback;
 using host_kernels::on_host_alias_path;
 using host_kernels::record_signature;
-using neuron::from_host;   // overloaded below for optional tensors and tuples
-using neuron::host_alias;
+using neuron::host_alias;  // overloaded below for optional tensors
 
 // A reduction of `self` to its own dtype.
 bool reduces_on_this_path(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
@@ -62,12 +59,6 @@ bool absent_or_like(const std::optional<at::Tensor>& t, const at::Tensor& like) 
 std::optional<at::Tensor> host_alias(const std::optional<at::Tensor>& t) {
   if (!t || !t->defined()) return t;
   return neuron::host_alias(*t);
-}
-
-// The host kernel's results as device tensors on `device`, adopted like a single result.
-template <class... T>
-std::tuple<T...> from_host(const std::tuple<T...>& hosts, c10::DeviceIndex device) {
-  return std::apply([&](const auto&... h) { return std::make_tuple(neuron::from_host(h, device)...); }, hosts);
 }
 
 } // namespace
