@@ -556,16 +556,14 @@ void release(void* ptr) {
     auto& s = state();
     std::lock_guard<std::mutex> g(s.mu);
     s.arena.give(ptr, block.shared);
-  } else if (size_t host = block.adopted ? 0 : HostBlockCache::host_size(block.nbytes)) {
-    // Only a block allocate() took at its host size: an adopted one is not that size (unadopt frees those).
-    auto& s = state();
-    {
+  } else {
+    // Only a block allocate() took at its host size goes to the cache: an adopted one is not that size.
+    if (size_t host = block.adopted ? 0 : HostBlockCache::host_size(block.nbytes)) {
+      auto& s = state();
       std::lock_guard<std::mutex> g(s.mu);
       if (s.cache.give(ptr, host)) return;
     }
-    c10::free_cpu(ptr);  // the cache is full
-  } else {
-    c10::free_cpu(ptr);
+    c10::free_cpu(ptr);  // not cached, or the cache is full
   }
 }
 
