@@ -34,10 +34,6 @@ class HostGraphPlan:
     device_index: int                # the NeuronCore the graph runs on
     device_outputs: tuple[int, ...]  # graph outputs that are neuron tensors
     host_outputs: tuple[int, ...]    # graph outputs that are CPU tensors
-    # CPU tensor inputs the graph only uses after moving them to the device (a model's table kept as a
-    # plain attribute, moved in forward): retargeted, that move is a no-op, so the caller moves them,
-    # as eager does, and ATen kernels the graph calls see them next to device buffers.
-    inputs_to_device: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass
@@ -94,25 +90,6 @@ def _host_example(x: Any, mode) -> Any:
         return base.as_strided(x.shape, x.stride(), x.storage_offset())
 
 
-def _moves_to_device(node: torch.fx.Node) -> bool:
-    """A copy of its input onto a neuron device (`.to("neuron")` traced: device_put or _to_copy)."""
-    if node.op != "call_function":
-        return False
-    if node.target is prims.device_put.default:
-        device = node.args[1] if len(node.args) > 1 else node.kwargs.get("device")
-    elif node.target is aten._to_copy.default:
-        device = node.kwargs.get("device")
-    else:
-        return False
-    return isinstance(device, torch.device) and device.type == NEURON
-
-
-def _only_moved_to_device(placeholder: torch.fx.Node) -> bool:
-    val = placeholder.meta.get("val")
-    return isinstance(val, torch.Tensor) and val.device.type == "cpu" and bool(placeholder.users) \
-        and all(_moves_to_device(user) for user in placeholder.users)
-
-
 def _graph_device_index(example_inputs: Sequence[Any], gm: torch.fx.GraphModule) -> int:
     for x in example_inputs:
         if _is_neuron(x):
@@ -159,7 +136,6 @@ def to_host(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> HostGrap
     device_outputs = tuple(i for i, v in enumerate(values) if _is_neuron(v))
     host_outputs = tuple(i for i, v in enumerate(values) if isinstance(v, torch.Tensor) and v.device.type == "cpu")
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    inputs_to_device = tuple(i for i, ph in enumerate(placeholders) if _only_moved_to_device(ph))
 
     for node in list(gm.graph.nodes):
         if node.op == "call_function" and node.target in _DEVICE_SEMANTICS:
@@ -194,6 +170,5 @@ def to_host(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> HostGrap
     finally:
         mode.allow_non_fake_inputs = allow
 
-    plan = HostGraphPlan(device_index=device_index, device_outputs=device_outputs, host_outputs=host_outputs,
-                         inputs_to_device=inputs_to_device)
+    plan = HostGraphPlan(device_index=device_index, device_outputs=device_outputs, host_outputs=host_outputs)
     return HostGraph(gm, host_inputs, plan)

@@ -1,0 +1,102 @@
+"""How ops the host executor uses reach the lowering: as TorchNeuron's decompositions present them.
+
+The executed graph (host_graph.py) keeps the host's fused kernels where they are faster: attention
+traced on neuron makes the host's choice (attention.py), `_scaled_dot_product_flash_attention_for_cpu`
+and its backward. No StableHLO lowering exists for those, and Trainium never sees them: TorchNeuron
+routes scaled_dot_product_attention through `_scaled_dot_product_fused_attention_overrideable`, whose
+decomposition (its neuron_dynamo_backend/decompositions.py) is math attention - QK^T, scale, masks, a
+max-subtracted softmax with its log-sum-exp, @V - and the backward of that math. So the graph that is
+lowered (lowering.py) gets these decompositions, written for the same results as the host kernels'
+(PyTorch's top-left causal mask, the log-sum-exp in the host kernel's accumulation dtype), so the
+lowered program computes what the executed graph computes (lowering_check.py compares them).
+
+TorchNeuron calls its flash-attention NKI kernel instead of the math when the shapes allow
+(sequence lengths a multiple of 512, head dim <= 128, no mask, no dropout) and neuronx-cc is present;
+an NKI kernel is a custom call neuronx-cc compiles, not StableHLO, so the math is lowered here always.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+aten = torch.ops.aten
+
+
+def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in (torch.bfloat16, torch.float16) else dtype
+
+
+def _attention_scores(query, key, attn_mask, is_causal, scale):
+    """(scale * Q K^T + mask) with key heads repeated for grouped-query attention, and the repeated key."""
+    heads, kv_heads = query.shape[1], key.shape[1]
+    if kv_heads != heads:
+        key = key.repeat_interleave(heads // kv_heads, dim=1)
+    scale = scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
+    scores = torch.matmul(query, key.transpose(-2, -1)) * scale
+    length, source = query.shape[-2], key.shape[-2]
+    if is_causal:  # PyTorch's causal mask: query i sees keys 0..i (top-left aligned)
+        future = torch.ones(length, source, dtype=torch.bool, device=query.device).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool \
+            else scores + attn_mask
+    return scores, key, scale
+
+
+def flash_attention_for_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
+    if dropout_p != 0.0:
+        raise NotImplementedError("the host's flash attention with dropout has no lowering here")
+    scores, _, _ = _attention_scores(query, key, attn_mask, is_causal, scale)
+    row_max = torch.amax(scores, dim=-1, keepdim=True)
+    row_max = torch.where(torch.isinf(row_max), torch.zeros_like(row_max), row_max)  # fully masked rows
+    exp = torch.exp(scores - row_max)
+    total = torch.sum(exp, dim=-1, keepdim=True)
+    probs = exp / total
+    heads, kv_heads = query.shape[1], value.shape[1]
+    if kv_heads != heads:
+        value = value.repeat_interleave(heads // kv_heads, dim=1)
+    output = torch.matmul(probs, value)
+    logsumexp = (row_max + torch.log(total)).squeeze(-1).to(_accumulation_dtype(query.dtype))
+    return output, logsumexp
+
+
+def flash_attention_for_cpu_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, *,
+                                     attn_mask=None, scale=None):
+    if dropout_p != 0.0:
+        raise NotImplementedError("the host's flash attention with dropout has no lowering here")
+    scores, key_full, scale = _attention_scores(query, key, attn_mask, is_causal, scale)
+    probs = torch.exp(scores - logsumexp.unsqueeze(-1).to(scores.dtype))
+    heads, kv_heads = query.shape[1], value.shape[1]
+    group = heads // kv_heads
+    value_full = value.repeat_interleave(group, dim=1) if group != 1 else value
+    grad_value = torch.matmul(probs.transpose(-2, -1), grad_out)
+    grad_probs = torch.matmul(grad_out, value_full.transpose(-2, -1))
+    row = torch.sum(grad_out * out, dim=-1, keepdim=True)
+    grad_scores = probs * (grad_probs - row) * scale
+    grad_query = torch.matmul(grad_scores, key_full)
+    grad_key = torch.matmul(grad_scores.transpose(-2, -1), query)
+    if group != 1:  # the repeated heads' gradients sum into their key/value head
+        b, _, s, e = grad_key.shape
+        grad_key = grad_key.reshape(b, kv_heads, group, s, e).sum(2)
+        grad_value = grad_value.reshape(b, kv_heads, group, s, grad_value.shape[-1]).sum(2)
+    return grad_query, grad_key, grad_value
+
+
+def _inductor_only_ops() -> dict:
+    """Ops Inductor's own decompositions introduce (the embedding backward's masked index-put, the
+    upsampling's unchecked index) that TorchNeuron's graphs never contain: PyTorch's decompositions of
+    them into the index ops TorchNeuron's graphs do contain (TorchNeuron decomposes _unsafe_index and
+    _unsafe_index_put itself)."""
+    from torch._decomp import get_decompositions
+    return get_decompositions([aten._unsafe_masked_index, aten._unsafe_masked_index_put_accumulate,
+                               aten._unsafe_index, aten._unsafe_index_put])
+
+
+# The host-only ops of executed graphs, and how TorchNeuron presents their computation to the lowering.
+LOWERING_DECOMPOSITIONS = {
+    aten._scaled_dot_product_flash_attention_for_cpu.default: flash_attention_for_cpu,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_for_cpu_backward,
+    **_inductor_only_ops(),
+}

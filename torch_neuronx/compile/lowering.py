@@ -1,0 +1,413 @@
+"""The lowering stage: every compiled graph lowered to StableHLO with torch-mlir, failing where Trainium fails.
+
+TorchNeuron compiles a graph by importing it with torch-mlir's FX importer and lowering it to
+StableHLO, which neuronx-cc compiles to a NEFF. An op torch-mlir cannot legalize fails the whole
+graph at compile time, on Trainium. The emulator executes Inductor's host code (fast, zero-copy), so
+this stage runs the same lowering on each forward, backward and inference graph before it is compiled
+for the host: a graph that would not compile on Trainium does not compile here, with the op, the
+line of the user's code that made it, and the fixes; the StableHLO is the artifact a Neuron user
+inspects (artifacts.py) and is cached with the compiled graph (neff_cache.py: a warm cache lowers
+nothing again).
+
+What is lowered is the graph as TorchNeuron presents it to torch-mlir, a copy of the executed graph
+(`prepare`, taken before host_graph.py retargets it) with TorchNeuron's FX passes:
+  - None outputs removed (RemoveNoneOutputs: a backward's gradients of inputs that need none);
+  - slice ends past the dimension clamped to it (`x[..., 8:]` traces as end=INT64_MAX; torch-mlir's
+    StableHLO lowering of slice_scatter materialises that size and exhausts memory);
+  - host-only kernels decomposed as TorchNeuron's decompositions present them (decompositions.py:
+    attention as math, not the host's flash kernel);
+  - float64 computed as float32, as on the device (TorchNeuron's dtype_conversion_pass); int64 stays
+    i64 in StableHLO, as in TorchNeuron (neuronx-cc computes it in 32 bits).
+Dropout masks are already graph inputs drawn on the CPU (random_ops.py, RandomOpLegalization).
+
+The switch, TORCHNEURON_LOWERING: `1` (default) lowers every graph; `0` compiles with Inductor only (no
+StableHLO, no lowering failures: graphs Trainium rejects compile here); `check` also runs each lowered
+program once in StableHLO's reference interpreter and compares it with the executed result
+(lowering_check.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import os
+import re
+import tempfile
+import time
+from typing import Any
+
+import torch
+import torch.fx
+
+from .errors import NeuronLoweringError
+
+SWITCH = "TORCHNEURON_LOWERING"
+aten = torch.ops.aten
+
+
+def mode() -> str:
+    value = os.environ.get(SWITCH, "1").strip().lower()
+    if value in ("0", "false", "off", "no"):
+        return "off"
+    if value == "check":
+        return "check"
+    if value in ("1", "true", "on", "yes", ""):
+        return "on"
+    raise NeuronLoweringError(f"{SWITCH}={os.environ[SWITCH]!r} is not a valid value: use 1 (lower every compiled graph "
+                              f"to StableHLO, the default), 0 (Inductor only) or check (lower and compare the StableHLO "
+                              f"run in the reference interpreter with the executed result).")
+
+
+def enabled() -> bool:
+    return mode() != "off"
+
+
+@dataclasses.dataclass(frozen=True)
+class Lowered:
+    """A graph's StableHLO, as text (readable, and parsed again by the interpreter check)."""
+    stablehlo: str
+    seconds: float = 0.0
+
+
+@functools.lru_cache(maxsize=1)
+def fingerprint() -> str:
+    """What a cached lowering depends on beyond the graph: torch-mlir's version and this stage's code."""
+    from importlib.metadata import version
+    h = hashlib.sha256(f"torch-mlir {version('torch-mlir')}\n".encode())
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("lowering.py", "decompositions.py"):
+        with open(os.path.join(here, name), "rb") as f:
+            h.update(name.encode() + b"\0" + f.read())
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------- the graph TorchNeuron lowers
+
+def prepare(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A copy of `gm` to lower, taken before the executed graph is rewritten for the host.
+
+    Nodes are copied with their metadata (the device fake tensors, stack traces); constants are shared.
+    """
+    graph = torch.fx.Graph()
+    output = graph.graph_copy(gm.graph, {})
+    graph.output(output)
+    return torch.fx.GraphModule(gm, graph)
+
+
+def _remove_none_outputs(gm: torch.fx.GraphModule) -> None:
+    output = gm.graph.output_node()
+    values = output.args[0] if isinstance(output.args[0], (list, tuple)) else (output.args[0],)
+    output.args = (tuple(v for v in values if v is not None),)
+
+
+_INT64_MAX = 2 ** 63 - 1
+
+
+def _clamp_slice_ends(gm: torch.fx.GraphModule) -> None:
+    """slice(x, dim, start, end) and slice_scatter(x, src, dim, start, end) with end past the dimension."""
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        if node.target is aten.slice.Tensor:
+            dim_at, end_at = 1, 3
+        elif node.target is aten.slice_scatter.default:
+            dim_at, end_at = 2, 4
+        else:
+            continue
+        args = list(node.args)
+        if len(args) <= end_at or not isinstance(args[end_at], int):
+            continue
+        val = args[0].meta.get("val") if isinstance(args[0], torch.fx.Node) else None
+        if not isinstance(val, torch.Tensor):
+            continue
+        dim = args[dim_at] if len(args) > dim_at else 0
+        size = val.shape[dim]
+        if isinstance(size, int) and args[end_at] > size:
+            args[end_at] = size
+            node.args = tuple(args)
+
+
+def _float64_to_float32(x: Any) -> Any:
+    if x is torch.float64:
+        return torch.float32
+    if isinstance(x, (list, tuple)):
+        return type(x)(_float64_to_float32(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _float64_to_float32(v) for k, v in x.items()}
+    return x
+
+
+class _AsTorchNeuronPresentsIt(torch.fx.Interpreter):
+    """Runs the graph with float64 arguments as float32 (the device has no float64), and views as reshapes.
+
+    A decomposed kernel's results are contiguous where the host kernel's had other strides (the flash
+    attention output), and the graph's views were traced for those strides; StableHLO has no strides,
+    and a reshape is a view wherever a view is possible.
+    """
+
+    def call_function(self, target, args, kwargs):
+        if target in (aten.view.default, aten._unsafe_view.default):
+            target = aten.reshape.default
+        return super().call_function(target, _float64_to_float32(args), _float64_to_float32(kwargs))
+
+
+def _needs_retrace(gm: torch.fx.GraphModule) -> bool:
+    from .decompositions import LOWERING_DECOMPOSITIONS
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target in LOWERING_DECOMPOSITIONS:
+            return True
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.dtype == torch.float64:
+            return True
+    return False
+
+
+def _retrace(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """The graph traced again through TorchNeuron's decompositions, float64 as float32; node metadata
+    (the user's stack traces) carried over."""
+    import torch.fx.traceback as fx_traceback
+    from torch._guards import detect_fake_mode
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from .decompositions import LOWERING_DECOMPOSITIONS
+
+    values = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+    mode = detect_fake_mode(values)
+    if mode is None:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        values = [v.to(torch.float32) if isinstance(v, torch.Tensor) and v.dtype == torch.float64 else v
+                  for v in values]
+    interpreter = _AsTorchNeuronPresentsIt(gm)
+    allow, mode.allow_non_fake_inputs = mode.allow_non_fake_inputs, True
+    try:
+        with fx_traceback.preserve_node_meta(), mode:
+            return make_fx(interpreter.run, decomposition_table=LOWERING_DECOMPOSITIONS, tracing_mode="real",
+                           _allow_non_fake_inputs=True)(*values)
+    finally:
+        mode.allow_non_fake_inputs = allow
+
+
+def _without_devices(x: Any) -> Any:
+    if isinstance(x, torch.device):
+        return torch.device("cpu")
+    if isinstance(x, (list, tuple)):
+        return type(x)(_without_devices(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _without_devices(v) for k, v in x.items()}
+    return x
+
+
+def _drop_device_arguments(gm: torch.fx.GraphModule) -> None:
+    """Factory ops' `device=` arguments as cpu. StableHLO has no devices; torch-mlir folds a factory's
+    constant only for a device it knows (scalar_tensor(-1.0, device="neuron:0") stays an f64 literal
+    that does not legalize)."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function":
+            node.args = _without_devices(node.args)
+            node.kwargs = _without_devices(node.kwargs)
+
+
+def as_torchneuron_presents_it(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """TorchNeuron's post-AOT FX passes on the copy made by `prepare` (in place where possible)."""
+    _remove_none_outputs(gm)
+    if _needs_retrace(gm):
+        gm.recompile()
+        gm = _retrace(gm)
+    _clamp_slice_ends(gm)
+    _drop_device_arguments(gm)  # last: the values the nodes' metadata describe stay device tensors
+    gm.recompile()
+    return gm
+
+
+# ---------------------------------------------------------------- torch-mlir
+
+# torch-mlir's passes from its FX import to StableHLO, as TorchNeuron runs them (less its own Neuron
+# pipeline, from AWS's torch-mlir fork: custom Neuron lowerings ahead of the same legalization).
+TO_TORCH_BACKEND = ("builtin.module(func.func(torch-match-quantized-custom-ops), "
+                    "torchdynamo-export-to-torch-backend-pipeline{extra-library=})")
+TO_STABLEHLO = "builtin.module(torch-backend-to-stablehlo-backend-pipeline{allow-non-finites=true})"
+
+
+class _StderrCapture:
+    """MLIR prints its diagnostics on file descriptor 2, not through Python: capture them."""
+
+    def __enter__(self) -> "_StderrCapture":
+        import sys
+        sys.stderr.flush()
+        self._file = tempfile.TemporaryFile(mode="w+b")
+        self._saved = os.dup(2)
+        os.dup2(self._file.fileno(), 2)
+        self.text = ""
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._file.seek(0)
+        self.text = self._file.read().decode("utf-8", "replace")
+        self._file.close()
+
+
+def _run_pipeline(module: Any, pipeline: str) -> None:
+    from torch_mlir.passmanager import PassManager
+    with module.context as ctx:
+        # As torch-mlir does: passes may emit an error without failing, which the bindings would not report.
+        ctx.emit_error_diagnostics = True
+        PassManager.parse(pipeline).run(module.operation)
+
+
+def to_stablehlo(gm: torch.fx.GraphModule) -> str:
+    """StableHLO text of a graph as TorchNeuron presents it; raises _LoweringFailed with MLIR's diagnostics."""
+    from torch_mlir import ir
+    from torch_mlir.dialects import torch as torch_dialect
+    from torch_mlir.extras.fx_importer import FxImporter
+    context = ir.Context()
+    torch_dialect.register_dialect(context)
+    capture = _StderrCapture()
+    stage = "importing the FX graph"
+    try:
+        with capture:
+            importer = FxImporter(context=context)
+            importer.import_stateless_graph(gm.graph, func_name="main")
+            module = importer.module
+            stage = "lowering Torch IR to the Torch backend contract"
+            _run_pipeline(module, TO_TORCH_BACKEND)
+            stage = "lowering to StableHLO"
+            _run_pipeline(module, TO_STABLEHLO)
+    except Exception as e:
+        raise _LoweringFailed(stage, f"{type(e).__name__}: {e}", capture.text) from e
+    return _float64_as_float32(module.operation.get_asm(enable_debug_info=False), context)
+
+
+_F64 = re.compile(r"(?:(?<=[^\w])|(?<=[\d?]x))f64\b")  # f64 as a type: `: f64`, `tensor<f64>`, `tensor<2x3xf64>`
+
+
+def _float64_as_float32(text: str, context: Any) -> str:
+    """TorchNeuron's dtype_conversion_pass: f64 (Python float constants, as torch-mlir types them) as f32.
+
+    Kept as f64 if the f32 module does not parse (a constant beyond float32's range).
+    """
+    if not _F64.search(text):
+        return text
+    converted = _F64.sub("f32", text)
+    from torch_mlir import ir
+    try:
+        with _StderrCapture():
+            ir.Module.parse(converted, context)
+    except Exception:
+        return text
+    return converted
+
+
+class _LoweringFailed(Exception):
+    def __init__(self, stage: str, error: str, diagnostics: str):
+        super().__init__(error)
+        self.stage, self.error, self.diagnostics = stage, error, diagnostics
+
+
+# ---------------------------------------------------------------- the stage
+
+def lower(view: torch.fx.GraphModule, kind: str) -> Lowered:
+    """Lower the copy `prepare` made of a graph; NeuronLoweringError if Trainium could not compile it."""
+    from . import artifacts, stats
+    start = time.perf_counter()
+    graph = as_torchneuron_presents_it(view)
+    paths = artifacts.save_fx_graph(graph, kind)
+    try:
+        text = to_stablehlo(graph)
+    except _LoweringFailed as failure:
+        raise lowering_error(graph, failure, paths) from None
+    artifacts.save_stablehlo(text, kind)
+    seconds = time.perf_counter() - start
+    stats.record_lowering(seconds)
+    return Lowered(text, seconds)
+
+
+# `torch.aten.erfinv` in "failed to legalize operation 'torch.aten.erfinv'", or the name of a
+# `torch.operator` (an op torch-mlir has no definition for): <{name = "torch.aten._fft_r2c"}>.
+_FAILED_OP = re.compile(r"""failed to legalize operation '(torch\.[\w.]+)'[^\n]*?(?:name = "(torch\.[\w.]+)")?""")
+_ANY_OP = re.compile(r"""(?:name = "|operation ')torch\.((?:aten|prims|higher_order)\.[\w.]+)""")
+
+
+def _failed_op(text: str) -> str | None:
+    match = _FAILED_OP.search(text)
+    if match:
+        name = match.group(2) if match.group(1) == "torch.operator" and match.group(2) else match.group(1)
+        if name != "torch.operator":
+            return name[len("torch."):]
+    match = _ANY_OP.search(text)
+    return match.group(1) if match else None
+
+
+def _node_of(graph: torch.fx.GraphModule, op: str | None) -> torch.fx.Node | None:
+    if op is None:
+        return None
+    for node in graph.graph.nodes:
+        if node.op == "call_function":
+            name = _op_name(node.target)
+            if name == op or name.rsplit(".", 1)[0] == op:
+                return node
+    return None
+
+
+def _op_name(target: Any) -> str:
+    if isinstance(target, torch._ops.OpOverload):
+        return f"{target.namespace}.{target._opname}.{target._overloadname}"
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return f"higher_order.{target.name()}"
+    return getattr(target, "__name__", str(target))
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
+
+
+def user_line(node: torch.fx.Node | None) -> str | None:
+    """The innermost frame of the code that made `node` (from Dynamo's stack trace), as `file:line in f: code`."""
+    trace = node.meta.get("stack_trace") if node is not None else None
+    frames = _FRAME.findall(trace or "")
+    if not frames:
+        return None
+    path, line, function, code = frames[-1]
+    return f"{path}:{line} in {function}: {code.strip()}"
+
+
+def lowering_error(graph: torch.fx.GraphModule, failure: _LoweringFailed, paths: dict[str, str]) -> NeuronLoweringError:
+    from .backend import FALLBACK_SWITCH
+    op = _failed_op(failure.diagnostics) or _failed_op(failure.error)
+    node = _node_of(graph, op)
+    if node is None and failure.stage == "importing the FX graph":
+        node = _unimportable_node(graph)
+        op = _op_name(node.target) if node is not None else op
+    original = node.meta.get("original_aten") if node is not None else None
+    shown = op or "an op"
+    if original is not None and _op_name(original) != op:
+        shown += f" (from {_op_name(original)})"
+    where = user_line(node)
+    lines = [f"Neuron backend NEFF execution setup failed: {shown} does not lower to StableHLO, so this graph cannot "
+             f"compile for Trainium (torch-mlir, {failure.stage}).",
+             f"  made by: {where}" if where else "  made by: (no source line recorded for this op)",
+             "  fixes: rewrite that code with ops that lower (see docs/compile.md, \"Ops that do not lower\"); or move it "
+             "out of the compiled region (torch.compiler.disable, or compute it before calling the compiled "
+             f"function); or set {FALLBACK_SWITCH}=0 to run this graph eagerly on neuron instead of compiling it."]
+    if paths:
+        lines.append(f"  FX graph: {paths.get('fx')}")
+    diagnostics = failure.diagnostics.strip() or failure.error
+    lines.append("  torch-mlir: " + _short(diagnostics))
+    return NeuronLoweringError("\n".join(lines), op=op, location=where, diagnostics=diagnostics)
+
+
+def _unimportable_node(graph: torch.fx.GraphModule) -> torch.fx.Node | None:
+    """The first node the FX importer cannot take (an op that is no ATen op: a higher-order op)."""
+    for node in graph.graph.nodes:
+        if node.op == "call_function" and isinstance(node.target, torch._ops.HigherOrderOperator):
+            return node
+    return None
+
+
+def _short(text: str, limit: int = 1500) -> str:
+    """MLIR's diagnostics without the long location chains, at most `limit` characters."""
+    text = re.sub(r"loc\(callsite\(.*?\)\)+:", "", text)
+    text = re.sub(r"\n\s*\n", "\n", text).strip()
+    return text if len(text) <= limit else text[:limit - 3] + "..."
