@@ -45,7 +45,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], mode
     config = dict(INDUCTOR_CONFIG)
     config.update(options or {})
     example_inputs = list(example_inputs)
-    masks = random_ops.legalize(gm, example_inputs)
+    gm, masks = random_ops.legalize(gm, example_inputs)
     try:
         with _without_aot_autograd_cache():
             from .compiler import compile_graph

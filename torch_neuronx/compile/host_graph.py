@@ -133,9 +133,14 @@ def to_host(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> HostGrap
     outputs = output_node.args[0]
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     values = [out.meta.get("val") if isinstance(out, torch.fx.Node) else None for out in outputs]
-    device_outputs = tuple(i for i, v in enumerate(values) if _is_neuron(v))
-    host_outputs = tuple(i for i, v in enumerate(values) if isinstance(v, torch.Tensor) and v.device.type == "cpu")
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    # A graph traced on CPU tensors (a CPU model compiled for neuron) runs on device copies of its inputs
+    # and returns device tensors, as TorchNeuron's executor does (launch.InputPlacement): none is a host output.
+    traced_on_device = any(_is_neuron(ph.meta.get("val")) for ph in placeholders)
+    device_outputs = tuple(i for i, v in enumerate(values)
+                           if _is_neuron(v) or not traced_on_device and isinstance(v, torch.Tensor))
+    host_outputs = tuple(i for i, v in enumerate(values)
+                         if traced_on_device and isinstance(v, torch.Tensor) and v.device.type == "cpu")
 
     for node in list(gm.graph.nodes):
         if node.op == "call_function" and node.target in _DEVICE_SEMANTICS:

@@ -352,6 +352,11 @@ def _node_of(graph: torch.fx.GraphModule, op: str | None) -> torch.fx.Node | Non
     return None
 
 
+def _packet(name: str) -> str:
+    """`aten.erfinv` of `aten.erfinv.default`."""
+    return ".".join(name.split(".")[:2])
+
+
 def _op_name(target: Any) -> str:
     if isinstance(target, torch._ops.OpOverload):
         return f"{target.namespace}.{target._opname}.{target._overloadname}"
@@ -382,8 +387,8 @@ def lowering_error(graph: torch.fx.GraphModule, failure: _LoweringFailed, paths:
         op = _op_name(node.target) if node is not None else op
     original = node.meta.get("original_aten") if node is not None else None
     shown = op or "an op"
-    if original is not None and _op_name(original) != op:
-        shown += f" (from {_op_name(original)})"
+    if original is not None and _packet(_op_name(original)) != _packet(op or ""):
+        shown += f" (from {_packet(_op_name(original))})"
     where = user_line(node)
     lines = [f"Neuron backend NEFF execution setup failed: {shown} does not lower to StableHLO, so this graph cannot "
              f"compile for Trainium (torch-mlir, {failure.stage}).",
@@ -408,6 +413,6 @@ def _unimportable_node(graph: torch.fx.GraphModule) -> torch.fx.Node | None:
 
 def _short(text: str, limit: int = 1500) -> str:
     """MLIR's diagnostics without the long location chains, at most `limit` characters."""
-    text = re.sub(r"loc\(callsite\(.*?\)\)+:", "", text)
+    text = re.sub(r"^.*?\b(error|warning|note): ", r"\1: ", text, flags=re.MULTILINE)  # MLIR's location chains
     text = re.sub(r"\n\s*\n", "\n", text).strip()
     return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -19,7 +19,6 @@ drawing from the NeuronCore's generator, replayed in the backward (integrations/
 from __future__ import annotations
 
 import dataclasses
-import functools
 import operator
 from typing import Any, Callable, Sequence
 
@@ -62,12 +61,28 @@ def _dropout_call(node: torch.fx.Node) -> tuple[torch.fx.Node, float] | None:
     return x, float(p)
 
 
-def legalize(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> list[DropoutMask]:
-    """Rewrite the dropout calls of Dynamo's graph (in place); append their masks' examples to `example_inputs`."""
+def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """Dynamo's graph module with a graph of its own (Dynamo reads its graph again after the backend)."""
+    import copy
+    graph = torch.fx.Graph()
+    mapping: dict[torch.fx.Node, torch.fx.Node] = {}
+    graph.output(graph.graph_copy(gm.graph, mapping))
+    for old, new in mapping.items():
+        if hasattr(old, "_dynamo_source"):
+            new._dynamo_source = old._dynamo_source
+    module = copy.copy(gm)
+    module.graph = graph
+    return module
+
+
+def legalize(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> tuple[torch.fx.GraphModule, list[DropoutMask]]:
+    """Dynamo's graph with its dropout calls rewritten (a copy, if it has any), and their masks; the masks'
+    examples are appended to `example_inputs`."""
     from torch._guards import detect_fake_mode
+    if not any(_dropout_call(node) for node in gm.graph.nodes):
+        return gm, []
+    gm = _copy(gm)
     calls = [(node, *found) for node in gm.graph.nodes if (found := _dropout_call(node)) is not None]
-    if not calls:
-        return []
     fake_mode = detect_fake_mode(example_inputs)
     last_input = [n for n in gm.graph.nodes if n.op == "placeholder"][-1]
     masks = []
@@ -77,6 +92,7 @@ def legalize(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> list[Dropou
         with gm.graph.inserting_after(last_input):
             placeholder = gm.graph.placeholder(f"neuron_dropout_mask_{i}")
         last_input = placeholder
+        placeholder._dynamo_source = None  # an input of no user code (AOTAutograd asks each input's source)
         with fake_mode if fake_mode is not None else _no_mode():
             example = torch.empty(mask.shape, dtype=torch.bool, device=mask.device)
         placeholder.meta["example_value"] = example
@@ -91,7 +107,7 @@ def legalize(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> list[Dropou
         gm.graph.erase_node(node)
         masks.append(mask)
     gm.recompile()
-    return masks
+    return gm, masks
 
 
 class _no_mode:
@@ -103,17 +119,11 @@ class _no_mode:
 
 
 def drawing_masks(compiled: Callable[..., Any], masks: Sequence[DropoutMask]) -> Callable[..., Any]:
-    """The compiled function, called with freshly drawn masks after the caller's arguments."""
+    """The compiled function (a Dynamo backend's result: called with the graph's inputs, unboxed), called
+    with freshly drawn masks after the caller's arguments."""
     if not masks:
         return compiled
-    if getattr(compiled, "_boxed_call", False):
-        @functools.wraps(compiled)
-        def run_boxed(args: list[Any]) -> Any:
-            args.extend(mask.sample() for mask in masks)
-            return compiled(args)
-        return run_boxed
 
-    @functools.wraps(compiled)
     def run(*args: Any) -> Any:
         return compiled(*args, *(mask.sample() for mask in masks))
     return run
