@@ -258,27 +258,38 @@ def _run_pipeline(module: Any, pipeline: str) -> None:
         PassManager.parse(pipeline).run(module.operation)
 
 
-def to_stablehlo(gm: torch.fx.GraphModule) -> str:
-    """StableHLO text of a graph as TorchNeuron presents it; raises _LoweringFailed with MLIR's diagnostics."""
+STAGES = ("raw", "torch", "stablehlo")  # torch-mlir's FX import; its Torch backend contract; StableHLO
+
+
+def to_mlir(gm: torch.fx.GraphModule, stage: str = "stablehlo") -> str:
+    """MLIR text of a graph at `stage`; raises _LoweringFailed with MLIR's diagnostics.
+
+    The StableHLO is what the lowering stage caches and writes: f64 as f32, no debug locations.
+    """
     from torch_mlir import ir
     from torch_mlir.dialects import torch as torch_dialect
     from torch_mlir.extras.fx_importer import FxImporter
+    if stage not in STAGES:
+        raise ValueError(f"MLIR stage {stage!r}: use one of {', '.join(STAGES)}")
     context = ir.Context()
     torch_dialect.register_dialect(context)
     capture = _StderrCapture()
-    stage = "importing the FX graph"
+    step = "importing the FX graph"
     try:
         with capture:
             importer = FxImporter(context=context)
             importer.import_stateless_graph(gm.graph, func_name="main")
             module = importer.module
-            stage = "lowering Torch IR to the Torch backend contract"
-            _run_pipeline(module, TO_TORCH_BACKEND)
-            stage = "lowering to StableHLO"
-            _run_pipeline(module, TO_STABLEHLO)
+            if stage != "raw":
+                step = "lowering Torch IR to the Torch backend contract"
+                _run_pipeline(module, TO_TORCH_BACKEND)
+            if stage == "stablehlo":
+                step = "lowering to StableHLO"
+                _run_pipeline(module, TO_STABLEHLO)
     except Exception as e:
-        raise _LoweringFailed(stage, f"{type(e).__name__}: {e}", capture.text) from e
-    return _float64_as_float32(module.operation.get_asm(enable_debug_info=False), context)
+        raise _LoweringFailed(step, f"{type(e).__name__}: {e}", capture.text) from e
+    text = module.operation.get_asm(enable_debug_info=False)
+    return _float64_as_float32(text, context) if stage == "stablehlo" else text
 
 
 _F64 = re.compile(r"(?:(?<=[^\w])|(?<=[\d?]x))f64\b")  # f64 as a type: `: f64`, `tensor<f64>`, `tensor<2x3xf64>`
@@ -316,7 +327,7 @@ def lower(view: torch.fx.GraphModule, kind: str) -> Lowered:
     graph = as_torchneuron_presents_it(view)
     paths = artifacts.save_fx_graph(graph, kind)
     try:
-        text = to_stablehlo(graph)
+        text = to_mlir(graph)
     except _LoweringFailed as failure:
         raise lowering_error(graph, failure, paths) from None
     artifacts.save_stablehlo(text, kind)
@@ -378,7 +389,8 @@ def user_line(node: torch.fx.Node | None) -> str | None:
     return f"{path}:{line} in {function}: {code.strip()}"
 
 
-def lowering_error(graph: torch.fx.GraphModule, failure: _LoweringFailed, paths: dict[str, str]) -> NeuronLoweringError:
+def lowering_error(graph: torch.fx.GraphModule, failure: _LoweringFailed,
+                   paths: dict[str, str] | None = None) -> NeuronLoweringError:
     from .backend import FALLBACK_SWITCH
     op = _failed_op(failure.diagnostics) or _failed_op(failure.error)
     node = _node_of(graph, op)
