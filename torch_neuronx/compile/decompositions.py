@@ -84,6 +84,36 @@ def flash_attention_for_cpu_backward(grad_out, query, key, value, out, logsumexp
     return grad_query, grad_key, grad_value
 
 
+def histc(x, bins=100, min=0, max=0):
+    """TorchNeuron decomposes histc (torch-mlir has no lowering): each value's bin, counted by comparison.
+
+    As ATen: min == max means the data's range (widened by 1 each way if the data is constant); values
+    outside [min, max] are not counted; the last bin includes max. Integer inputs count in float32 and
+    return their own dtype (neuron's kernel, as CUDA).
+    """
+    values = x.flatten()
+    if not values.dtype.is_floating_point:
+        values = values.to(torch.float32)
+    if min == max:
+        lo, hi = values.min(), values.max()
+        same = lo == hi
+        lo, hi = torch.where(same, lo - 1, lo), torch.where(same, hi + 1, hi)
+    else:
+        lo = torch.full((), float(min), dtype=values.dtype, device=values.device)
+        hi = torch.full((), float(max), dtype=values.dtype, device=values.device)
+    index = torch.floor((values - lo) * bins / (hi - lo)).to(torch.int64)
+    index = torch.where(values == hi, bins - 1, index)
+    inside = (values >= lo) & (values <= hi)
+    hits = (index.unsqueeze(1) == torch.arange(bins, device=values.device)) & inside.unsqueeze(1)
+    return hits.sum(0).to(x.dtype)
+
+
+def fmod_scalar(x, other):
+    """fmod(x, scalar) as fmod(x, tensor): Inductor's decomposition of `%` makes fmod.Scalar, which torch-mlir's
+    StableHLO patterns miss (fmod.Tensor lowers); TorchNeuron's graph has the remainder itself."""
+    return torch.fmod(x, torch.full((), other, dtype=x.dtype, device=x.device))
+
+
 def _inductor_only_ops() -> dict:
     """Ops Inductor's own decompositions introduce (the embedding backward's masked index-put, the
     upsampling's unchecked index) that TorchNeuron's graphs never contain: PyTorch's decompositions of
@@ -98,5 +128,7 @@ def _inductor_only_ops() -> dict:
 LOWERING_DECOMPOSITIONS = {
     aten._scaled_dot_product_flash_attention_for_cpu.default: flash_attention_for_cpu,
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_for_cpu_backward,
+    aten.histc.default: histc,
+    aten.fmod.Scalar: fmod_scalar,
     **_inductor_only_ops(),
 }

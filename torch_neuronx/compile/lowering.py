@@ -12,6 +12,8 @@ nothing again).
 What is lowered is the graph as TorchNeuron presents it to torch-mlir, a copy of the executed graph
 (`prepare`, taken before host_graph.py retargets it) with TorchNeuron's FX passes:
   - None outputs removed (RemoveNoneOutputs: a backward's gradients of inputs that need none);
+  - random numbers Inductor draws in the graph, and inputs the graph updates in place, as inputs and
+    outputs of the program (RandomOpLegalization, FunctionalizeCopyInplacePass);
   - slice ends past the dimension clamped to it (`x[..., 8:]` traces as end=INT64_MAX; torch-mlir's
     StableHLO lowering of slice_scatter materialises that size and exhausts memory);
   - host-only kernels decomposed as TorchNeuron's decompositions present them (decompositions.py:
@@ -40,10 +42,12 @@ from typing import Any
 import torch
 import torch.fx
 
+from . import complex_ops
 from .errors import NeuronLoweringError
 
 SWITCH = "TORCHNEURON_LOWERING"
 aten = torch.ops.aten
+prims = torch.ops.prims
 
 
 def mode() -> str:
@@ -95,10 +99,13 @@ def prepare(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return torch.fx.GraphModule(gm, graph)
 
 
-def _remove_none_outputs(gm: torch.fx.GraphModule) -> None:
+def _tensor_outputs_only(gm: torch.fx.GraphModule) -> None:
+    """None outputs (a backward's gradients of inputs that need none: TorchNeuron's RemoveNoneOutputs) and
+    Python values (a symbolic int the graph returns) are not outputs of a StableHLO program."""
     output = gm.graph.output_node()
     values = output.args[0] if isinstance(output.args[0], (list, tuple)) else (output.args[0],)
-    output.args = (tuple(v for v in values if v is not None),)
+    output.args = (tuple(v for v in values if isinstance(v, torch.fx.Node) and
+                         isinstance(v.meta.get("val"), torch.Tensor)),)
 
 
 _INT64_MAX = 2 ** 63 - 1
@@ -146,19 +153,48 @@ class _AsTorchNeuronPresentsIt(torch.fx.Interpreter):
     and a reshape is a view wherever a view is possible.
     """
 
+    _current = None
+
     def call_function(self, target, args, kwargs):
         if target in (aten.view.default, aten._unsafe_view.default):
             target = aten.reshape.default
         return super().call_function(target, _float64_to_float32(args), _float64_to_float32(kwargs))
 
 
+class _ComplexAsRealToo(complex_ops.ComplexAsReal, _AsTorchNeuronPresentsIt):
+    """The same, with complex values as real pairs (TORCH_NEURONX_COMPLEX_DECOMPOSE, complex_ops.py)."""
+
+    def __init__(self, gm: torch.fx.GraphModule, packed_inputs: dict[str, bool]):
+        super().__init__(gm)
+        self._packed_inputs = packed_inputs
+
+
+def _moves_between_devices(node: torch.fx.Node) -> bool:
+    if node.op != "call_function":
+        return False
+    if node.target is prims.device_put.default:
+        return True
+    return node.target is aten._to_copy.default and "device" in node.kwargs and \
+        set(node.kwargs) <= {"device", "non_blocking", "layout"}
+
+
+def _drop_device_moves(gm: torch.fx.GraphModule) -> None:
+    """Copies between devices as no-ops: StableHLO has no devices, and TorchNeuron's executor copies CPU
+    inputs to the device before the program runs (torch-mlir has no lowering of prims.device_put)."""
+    for node in list(gm.graph.nodes):
+        if _moves_between_devices(node):
+            node.replace_all_uses_with(node.args[0])
+            gm.graph.erase_node(node)
+
+
 def _needs_retrace(gm: torch.fx.GraphModule) -> bool:
     from .decompositions import LOWERING_DECOMPOSITIONS
+    decompose_complex = complex_ops.enabled()
     for node in gm.graph.nodes:
         if node.op == "call_function" and node.target in LOWERING_DECOMPOSITIONS:
             return True
         val = node.meta.get("val")
-        if isinstance(val, torch.Tensor) and val.dtype == torch.float64:
+        if isinstance(val, torch.Tensor) and (val.dtype == torch.float64 or decompose_complex and val.is_complex()):
             return True
     return False
 
@@ -171,15 +207,21 @@ def _retrace(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     from torch.fx.experimental.proxy_tensor import make_fx
     from .decompositions import LOWERING_DECOMPOSITIONS
 
-    values = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    values = [n.meta.get("val") for n in placeholders]
     mode = detect_fake_mode(values)
     if mode is None:
         from torch._subclasses.fake_tensor import FakeTensorMode
         mode = FakeTensorMode(allow_non_fake_inputs=True)
+    packed = {n.target: complex_ops.is_complex_value(v) for n, v in zip(placeholders, values)} \
+        if complex_ops.enabled() else {}
+    # Every input on the graph's device: TorchNeuron's executor copies CPU inputs there before the program runs.
+    device = next((v.device for v in values if isinstance(v, torch.Tensor) and v.device.type != "cpu"), None)
     with mode:
-        values = [v.to(torch.float32) if isinstance(v, torch.Tensor) and v.dtype == torch.float64 else v
-                  for v in values]
-    interpreter = _AsTorchNeuronPresentsIt(gm)
+        values = [v.to(device) if device is not None and isinstance(v, torch.Tensor) else v for v in values]
+        values = [v.to(torch.float32) if isinstance(v, torch.Tensor) and v.dtype == torch.float64 else
+                  torch.view_as_real(v) if packed.get(n.target) else v for n, v in zip(placeholders, values)]
+    interpreter = _ComplexAsRealToo(gm, packed) if complex_ops.enabled() else _AsTorchNeuronPresentsIt(gm)
     allow, mode.allow_non_fake_inputs = mode.allow_non_fake_inputs, True
     try:
         with fx_traceback.preserve_node_meta(), mode:
@@ -209,14 +251,94 @@ def _drop_device_arguments(gm: torch.fx.GraphModule) -> None:
             node.kwargs = _without_devices(node.kwargs)
 
 
+# Inductor's random ops: seeds it draws and the values it draws from them (prims namespace).
+_INDUCTOR_RANDOM = ("inductor_random", "inductor_randint", "inductor_seeds")
+
+
+def _random_values_as_inputs(gm: torch.fx.GraphModule) -> None:
+    """Random numbers Inductor draws inside the graph (from its own seeds) as inputs of the program.
+
+    A NEFF draws no random numbers: TorchNeuron passes them in (RandomOpLegalization; the dropout masks of
+    random_ops.py already are inputs). What else draws random numbers in a compiled graph (torch.rand,
+    dropout replayed by activation checkpointing) reaches the executed graph as Inductor's own random ops;
+    the lowered program takes their values as inputs, as TorchNeuron's would.
+    """
+    def inductor_op(node: torch.fx.Node, names: tuple[str, ...]) -> bool:
+        return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and \
+            node.target.namespace == "prims" and node.target._opname in names
+
+    for node in reversed(list(gm.graph.nodes)):  # seeds looked up only for values that become inputs
+        if inductor_op(node, ("inductor_random", "inductor_randint")):
+            lookup = node.args[1] if len(node.args) > 1 else None
+            node.args = node.args[:1] + (None,) + node.args[2:]
+            if isinstance(lookup, torch.fx.Node) and inductor_op(lookup, ("inductor_lookup_seed",)) and not lookup.users:
+                gm.graph.erase_node(lookup)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    last = placeholders[-1] if placeholders else None
+    drawn = [n for n in gm.graph.nodes if inductor_op(n, _INDUCTOR_RANDOM) and n.users]
+    for i, node in enumerate(drawn):
+        if last is None:
+            with gm.graph.inserting_before(next(iter(gm.graph.nodes))):
+                value = gm.graph.placeholder(f"random_values_{i}")
+        else:
+            with gm.graph.inserting_after(last):
+                value = gm.graph.placeholder(f"random_values_{i}")
+        value.meta.update(node.meta)
+        last = value
+        node.replace_all_uses_with(value)
+        gm.graph.erase_node(node)
+    for node in reversed(list(gm.graph.nodes)):
+        if inductor_op(node, _INDUCTOR_RANDOM) and not node.users:
+            gm.graph.erase_node(node)
+
+
+def _input_mutations_as_outputs(gm: torch.fx.GraphModule) -> None:
+    """`copy_(input, new_value)` (AOTAutograd's epilogue for an input the graph updates in place, e.g. a
+    static KV cache) as one more output: StableHLO values are immutable; TorchNeuron returns the new
+    value and aliases it to the input (FunctionalizeCopyInplacePass, mhlo.input_output_alias)."""
+    updates = []
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target is aten.copy_.default and \
+                isinstance(node.args[0], torch.fx.Node) and node.args[0].op == "placeholder":
+            node.replace_all_uses_with(node.args[1])
+            updates.append(node.args[1])
+            gm.graph.erase_node(node)
+    if updates:
+        output = gm.graph.output_node()
+        values = output.args[0] if isinstance(output.args[0], (list, tuple)) else (output.args[0],)
+        output.args = (tuple(values) + tuple(updates),)
+
+
+def _specialize_symbolic_ints(gm: torch.fx.GraphModule) -> None:
+    """A symbolic int input (the only one the backend accepts: the static sliding-window cache's token count,
+    which no tensor shape depends on, static_shapes.py) as the value it had when the graph was compiled.
+
+    StableHLO programs take tensors; TorchNeuron rejects symbolic ints outright (its DynamicShapeAnalysis).
+    The program is lowered for the value seen; the executed graph keeps taking it.
+    """
+    for node in list(gm.graph.nodes):
+        value = node.meta.get("val")
+        if node.op == "placeholder" and isinstance(value, torch.SymInt):
+            hint = value.node.hint
+            if hint is None:
+                continue
+            node.replace_all_uses_with(int(hint))
+            gm.graph.erase_node(node)
+
+
 def as_torchneuron_presents_it(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """TorchNeuron's post-AOT FX passes on the copy made by `prepare` (in place where possible)."""
-    _remove_none_outputs(gm)
+    _tensor_outputs_only(gm)
+    _specialize_symbolic_ints(gm)
+    _random_values_as_inputs(gm)
+    _input_mutations_as_outputs(gm)
     if _needs_retrace(gm):
         gm.recompile()
         gm = _retrace(gm)
     _clamp_slice_ends(gm)
-    _drop_device_arguments(gm)  # last: the values the nodes' metadata describe stay device tensors
+    # last: the values the nodes' metadata describe stay on their devices
+    _drop_device_moves(gm)
+    _drop_device_arguments(gm)
     gm.recompile()
     return gm
 
@@ -228,6 +350,33 @@ def as_torchneuron_presents_it(gm: torch.fx.GraphModule) -> torch.fx.GraphModule
 TO_TORCH_BACKEND = ("builtin.module(func.func(torch-match-quantized-custom-ops), "
                     "torchdynamo-export-to-torch-backend-pipeline{extra-library=})")
 TO_STABLEHLO = "builtin.module(torch-backend-to-stablehlo-backend-pipeline{allow-non-finites=true})"
+
+
+def _dense_literals_class() -> type:
+    from torch_mlir.extras.fx_importer import FxImporterHooks
+
+    class DenseLiterals(FxImporterHooks):
+        """Tensor constants as dense elements (as TorchNeuron's importer hook makes them): torch-mlir's default
+        for a constant of more than one element is a resource blob, which XLA's HLO tools (and so
+        neuronx-cc) do not read."""
+
+        def resolve_literal(self, gni: Any, literal: Any, info: Any) -> Any:
+            import numpy as np
+            from torch_mlir import ir
+            from torch_mlir.extras.fx_importer import TORCH_DTYPE_TO_MLIR_TYPE
+            dtypes = {torch.float32: np.float32, torch.float16: np.float16, torch.int32: np.int32,
+                      torch.int64: np.int64, torch.int8: np.int8, torch.uint8: np.uint8}
+            if not isinstance(literal, torch.Tensor) or literal.dtype not in dtypes:
+                return None
+            array = np.array(literal.detach().cpu().tolist(), dtype=dtypes[literal.dtype])
+            attr = ir.DenseElementsAttr.get(array, type=TORCH_DTYPE_TO_MLIR_TYPE[literal.dtype](), shape=array.shape)
+            return ir.Operation.create(name="torch.vtensor.literal", results=[gni._cc.tensor_to_vtensor_type(literal)],
+                                       attributes={"value": attr}).result
+    return DenseLiterals
+
+
+def _DenseLiterals() -> Any:
+    return _dense_literals_class()()
 
 
 class _StderrCapture:
@@ -271,13 +420,15 @@ def to_mlir(gm: torch.fx.GraphModule, stage: str = "stablehlo") -> str:
     from torch_mlir.extras.fx_importer import FxImporter
     if stage not in STAGES:
         raise ValueError(f"MLIR stage {stage!r}: use one of {', '.join(STAGES)}")
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
     context = ir.Context()
     torch_dialect.register_dialect(context)
     capture = _StderrCapture()
     step = "importing the FX graph"
     try:
-        with capture:
-            importer = FxImporter(context=context)
+        # tensor constants are read as real tensors, outside the compiler's fake-tensor mode
+        with capture, unset_fake_temporarily():
+            importer = FxImporter(context=context, hooks=_DenseLiterals())
             importer.import_stateless_graph(gm.graph, func_name="main")
             module = importer.module
             if stage != "raw":
@@ -324,7 +475,10 @@ def lower(view: torch.fx.GraphModule, kind: str) -> Lowered:
     """Lower the copy `prepare` made of a graph; NeuronLoweringError if Trainium could not compile it."""
     from . import artifacts, stats
     start = time.perf_counter()
-    graph = as_torchneuron_presents_it(view)
+    try:
+        graph = as_torchneuron_presents_it(view)
+    except complex_ops.UnsupportedComplexOp as e:
+        raise complex_op_error(e) from None
     paths = artifacts.save_fx_graph(graph, kind)
     try:
         text = to_mlir(graph)
@@ -413,6 +567,19 @@ def lowering_error(graph: torch.fx.GraphModule, failure: _LoweringFailed,
     diagnostics = failure.diagnostics.strip() or failure.error
     lines.append("  torch-mlir: " + _short(diagnostics))
     return NeuronLoweringError("\n".join(lines), op=op, location=where, diagnostics=diagnostics)
+
+
+def complex_op_error(e: complex_ops.UnsupportedComplexOp) -> NeuronLoweringError:
+    from .backend import FALLBACK_SWITCH
+    where = user_line(e.node)
+    message = (f"Neuron backend NEFF execution setup failed: {e.op} on complex tensors does not lower to StableHLO, "
+               f"so this graph cannot compile for Trainium (complex ops are decomposed into real ones before "
+               f"lowering, {complex_ops.SWITCH}; this one has no decomposition).\n"
+               f"  made by: {where or '(no source line recorded for this op)'}\n"
+               f"  fixes: compute it on real tensors (torch.view_as_real: real and imaginary parts as a last "
+               f"dimension of 2); or move it out of the compiled region (torch.compiler.disable); or set "
+               f"{FALLBACK_SWITCH}=0 to run this graph eagerly on neuron instead of compiling it.")
+    return NeuronLoweringError(message, op=e.op, location=where)
 
 
 def _unimportable_node(graph: torch.fx.GraphModule) -> torch.fx.Node | None:

@@ -8,8 +8,8 @@ float32 math is an error naming the graph, the output and the difference: the lo
 compute something else than the emulator does.
 
 The interpreter is slow (it interprets every element): for small graphs, in tests and when
-investigating a model. float32, integer and boolean graphs are checked; a graph with other dtypes
-(bfloat16, float16) is skipped with a note, as numpy has no such types.
+investigating a model. float32, complex64 (as float32 pairs), integer and boolean graphs are checked; a
+graph with other dtypes (bfloat16, float16) is skipped with a note, as numpy has no such types.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from .errors import NeuronCompileError
 
 log = logging.getLogger("torch_neuronx.compile")
 
-_CHECKED_DTYPES = {torch.float32: np.float32, torch.float64: np.float32, torch.int64: np.int64,
-                   torch.int32: np.int32, torch.bool: np.bool_}
+# complex64 as the lowering presents it (complex_ops.py): float32 pairs
+_CHECKED_DTYPES = {torch.float32, torch.float64, torch.int64, torch.int32, torch.bool, torch.complex64}
 RTOL, ATOL = 1e-4, 1e-4
 
 
@@ -47,7 +47,10 @@ def checked_once(call: Callable[[list[Any]], Sequence[Any]], stablehlo: str, kin
 
 
 def _to_numpy(t: torch.Tensor) -> np.ndarray:
-    return t.detach().cpu().to(torch.float32 if t.dtype == torch.float64 else t.dtype).contiguous().numpy()
+    t = t.detach().cpu()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return t.to(torch.float32 if t.dtype == torch.float64 else t.dtype).contiguous().numpy()
 
 
 # torch-mlir leaves tensor constants of its own scalar arithmetic as `arith.constant`; the interpreter
