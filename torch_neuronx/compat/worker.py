@@ -308,7 +308,7 @@ def _run_neuron_step(name: str, ref: CpuReference, model, result: Result, shared
     """Run one neuron step and record its verdict; `shared` carries the compiled training call between steps."""
     import torch
     from . import compile_counters
-    from .categories import NUMERIC, classify, first_line
+    from .categories import NUMERIC, failure_info
 
     if name.startswith("generate") and not ref.can_generate:
         result.step(name, "n/a", detail=ref.generate_note)
@@ -358,7 +358,7 @@ def _run_neuron_step(name: str, ref: CpuReference, model, result: Result, shared
     except Exception as e:  # noqa: BLE001 - every failure is a result to report
         if name == "forward-compiled":
             shared["error"] = e
-        result.step(name, "fail", category=classify(e), error=first_line(e),
+        result.step(name, "fail", **failure_info(e),
                     seconds=round(time.monotonic() - t0, 2), traceback=traceback.format_exc(limit=-6))
 
 

@@ -149,7 +149,7 @@ def _compiled(name: str, backend, device: str):
 
 
 def _step(name: str, step: str, ref: np.ndarray, result, shared: dict) -> None:
-    from ..categories import NUMERIC, classify, first_line
+    from ..categories import NUMERIC, failure_info
     from ..worker import _compile_verdict
     result.running(step)
     t0 = time.monotonic()
@@ -169,7 +169,7 @@ def _step(name: str, step: str, ref: np.ndarray, result, shared: dict) -> None:
         result.step(step, "pass" if ok else "fail", category=category, error=detail or None, max_abs_diff=diff,
                     seconds=round(time.monotonic() - t0, 2))
     except Exception as e:  # noqa: BLE001 - every failure is a result to report
-        result.step(step, "fail", category=classify(e), error=first_line(e), seconds=round(time.monotonic() - t0, 2),
+        result.step(step, "fail", **failure_info(e), seconds=round(time.monotonic() - t0, 2),
                     traceback=traceback.format_exc(limit=-6))
 
 
