@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import operator
 import os
 import re
 import tempfile
@@ -292,6 +293,78 @@ def _random_values_as_inputs(gm: torch.fx.GraphModule) -> None:
             gm.graph.erase_node(node)
 
 
+def _new_input(gm: torch.fx.GraphModule, name: str, value: Any) -> torch.fx.Node:
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    where = gm.graph.inserting_after(placeholders[-1]) if placeholders else \
+        gm.graph.inserting_before(next(iter(gm.graph.nodes)))
+    with where:
+        node = gm.graph.placeholder(name)
+    node.meta["val"] = value
+    return node
+
+
+def _rng_state_ops_unwrapped(gm: torch.fx.GraphModule) -> None:
+    """Activation checkpointing's `run_and_save_rng_state(op, ...)` / `run_with_rng_state(state, op, ...)` (so
+    that the backward replays the forward's random numbers) as `op(...)`, the saved generator state as an input:
+    in the lowered program every random number comes from outside (dropout masks: `_native_dropout_as_masks`)."""
+    from torch._prims.rng_prims import run_and_save_rng_state, run_with_rng_state
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target not in (run_and_save_rng_state, run_with_rng_state):
+            continue
+        saves = node.target is run_and_save_rng_state
+        op, op_args = (node.args[0], node.args[1:]) if saves else (node.args[1], node.args[2:])
+        with gm.graph.inserting_before(node):
+            call = gm.graph.call_function(op, tuple(op_args), dict(node.kwargs))
+        for key in ("stack_trace", "nn_module_stack", "seq_nr"):
+            if key in node.meta:
+                call.meta[key] = node.meta[key]
+        call.meta["val"] = _fake_run(op, op_args, node.kwargs)
+        if saves:
+            for user in list(node.users):
+                if user.op == "call_function" and user.target is operator.getitem:
+                    user.replace_all_uses_with(call if user.args[1] == 1 else
+                                               _new_input(gm, f"{node.name}_rng_state", user.meta.get("val")))
+                    gm.graph.erase_node(user)
+        else:
+            node.replace_all_uses_with(call)
+        gm.graph.erase_node(node)
+
+
+def _fake_run(op: Any, args: Any, kwargs: dict) -> Any:
+    """The value `op` makes from the graph's values (their fake tensors)."""
+    from torch._guards import detect_fake_mode
+    values = torch.fx.node.map_arg((args, kwargs), lambda n: n.meta.get("val"))
+    mode = detect_fake_mode(values)
+    if mode is None:
+        return None
+    with mode:
+        return op(*values[0], **values[1])
+
+
+def _native_dropout_as_masks(gm: torch.fx.GraphModule) -> None:
+    """`native_dropout(x, p, train)` left in the graph (replayed by activation checkpointing) as TorchNeuron's
+    RandomOpLegalization makes it: x * mask * 1/(1-p), the mask an input of the program."""
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not aten.native_dropout.default:
+            continue
+        x, p = node.args[0], float(node.args[1])
+        value = x.meta["val"]
+        mask = _new_input(gm, f"{node.name}_mask", value.new_empty(value.shape, dtype=torch.bool))
+        with gm.graph.inserting_before(node):
+            scaled = gm.graph.call_function(aten.mul.Tensor, (gm.graph.call_function(
+                prims.convert_element_type.default, (mask, value.dtype)), 1.0 / (1.0 - p) if p < 1 else 0.0))
+            out = gm.graph.call_function(aten.mul.Tensor, (x, scaled))
+        for new in (scaled.args[0], scaled, out):
+            new.meta["val"] = value
+            if "stack_trace" in node.meta:
+                new.meta["stack_trace"] = node.meta["stack_trace"]
+        for user in list(node.users):
+            if user.op == "call_function" and user.target is operator.getitem:
+                user.replace_all_uses_with(out if user.args[1] == 0 else mask)
+                gm.graph.erase_node(user)
+        gm.graph.erase_node(node)
+
+
 def _input_mutations_as_outputs(gm: torch.fx.GraphModule) -> None:
     """`copy_(input, new_value)` (AOTAutograd's epilogue for an input the graph updates in place, e.g. a
     static KV cache) as one more output: StableHLO values are immutable; TorchNeuron returns the new
@@ -331,6 +404,8 @@ def as_torchneuron_presents_it(gm: torch.fx.GraphModule) -> torch.fx.GraphModule
     _tensor_outputs_only(gm)
     _specialize_symbolic_ints(gm)
     _random_values_as_inputs(gm)
+    _rng_state_ops_unwrapped(gm)
+    _native_dropout_as_masks(gm)
     _input_mutations_as_outputs(gm)
     if _needs_retrace(gm):
         gm.recompile()
