@@ -29,3 +29,13 @@ assert hasattr(torch, "neuron"), "torch_neuronx did not autoload on `import torc
 def _seed():
     torch.manual_seed(0)
     yield
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """Dynamo reset and compile counts cleared around a test, so that it counts only its own graphs
+    (torch.compile tests use it for every test: `pytestmark = pytest.mark.usefixtures("fresh_dynamo")`)."""
+    torch._dynamo.reset()
+    torch.neuron.reset_dynamo_metrics()
+    yield
+    torch._dynamo.reset()

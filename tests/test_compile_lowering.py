@@ -28,12 +28,7 @@ def neff_cache_dir(tmp_path_factory):
     mp.undo()
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    torch.neuron.reset_dynamo_metrics()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def stats():
