@@ -226,3 +226,28 @@ def test_neuron_dynamo_backend_helpers_write_the_graph_as_text_mlir_and_stablehl
     compiled = torch.compile(lambda x: x * 2, backend=ndb.create_neuron_backend())
     assert torch.equal(compiled(torch.ones(3, device="neuron")).cpu(), torch.full((3,), 2.0))
     assert ndb.get_dynamo_metrics()["graphs_compiled"] == 1
+
+
+def test_ops_torchneuron_keeps_that_do_not_lower_fail_alone_in_torch_mlir():
+    """The list of ops Inductor decomposes but TorchNeuron keeps (and torch-mlir cannot lower) is measured, not
+    assumed: each, alone, fails to lower; max pooling's backward then fails to compile, as on Trainium."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch_neuronx.compile import decompositions, lowering
+    aten = torch.ops.aten
+    x, grad = torch.randn(1, 2, 8, 8), torch.randn(1, 2, 4, 4)
+    indices = aten.max_pool2d_with_indices(x, [2, 2], [2, 2])[1]
+    assert decompositions.KEPT_BY_TORCHNEURON_AND_NOT_LOWERED == {"aten.max_pool2d_with_indices_backward.default",
+                                                                  "aten.max_pool3d_with_indices_backward.default"}
+    gm = make_fx(lambda g, x, i: aten.max_pool2d_with_indices_backward(g, x, [2, 2], [2, 2], [0, 0], [1, 1], False, i),
+                 tracing_mode="fake")(grad, x, indices)
+    with pytest.raises(lowering._LoweringFailed):
+        lowering.to_mlir(gm)
+    x3 = torch.randn(1, 1, 4, 4, 4)
+    gm3 = make_fx(lambda g, x, i: aten.max_pool3d_with_indices_backward(g, x, [2] * 3, [2] * 3, [0] * 3, [1] * 3, False, i),
+                  tracing_mode="fake")(torch.randn(1, 1, 2, 2, 2), x3, aten.max_pool3d_with_indices(x3, [2] * 3, [2] * 3)[1])
+    with pytest.raises(lowering._LoweringFailed):
+        lowering.to_mlir(gm3)
+    xn = torch.randn(1, 2, 8, 8, device="neuron", requires_grad=True)
+    out = torch.compile(lambda t: F.max_pool2d(t, 2), backend="neuron")(xn)  # the forward lowers
+    with pytest.raises(Exception, match="aten.max_pool2d_with_indices_backward does not lower to StableHLO"):
+        out.sum().backward()

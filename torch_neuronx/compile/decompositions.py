@@ -115,13 +115,24 @@ def fmod_scalar(x, other):
 
 
 def _inductor_only_ops() -> dict:
-    """Ops Inductor's own decompositions introduce (the embedding backward's masked index-put, the
-    upsampling's unchecked index) that TorchNeuron's graphs never contain: PyTorch's decompositions of
-    them into the index ops TorchNeuron's graphs do contain (TorchNeuron decomposes _unsafe_index and
-    _unsafe_index_put itself)."""
+    """Ops Inductor's own decompositions introduce that TorchNeuron's graphs never contain, as the ops
+    TorchNeuron's graphs do contain: the embedding backward's masked index-put and the upsampling's
+    unchecked index (PyTorch's decompositions into index ops; TorchNeuron decomposes _unsafe_index and
+    _unsafe_index_put itself), `prims.fma` (softmax's backward), `prims.rev` (flip), squeeze of several
+    dims (TorchNeuron decomposes it), the low-memory max pooling."""
     from torch._decomp import get_decompositions
-    return get_decompositions([aten._unsafe_masked_index, aten._unsafe_masked_index_put_accumulate,
-                               aten._unsafe_index, aten._unsafe_index_put])
+    from torch._inductor import inductor_prims  # registers Inductor's prims (fma, the low-memory max pool)
+    prims = torch.ops.prims
+    table = get_decompositions([aten._unsafe_masked_index, aten._unsafe_masked_index_put_accumulate,
+                                aten._unsafe_index, aten._unsafe_index_put, aten.squeeze.dims])
+    table[prims.fma.default] = lambda a, b, c: a * b + c
+    table[prims.rev.default] = lambda x, dims: torch.flip(x, dims)
+    # Inductor's max pooling (values, and the argmax's offset in its window) by its ATen definition: the
+    # ATen max_pool{2,3}d_with_indices TorchNeuron's graph has, its indices turned into offsets and back.
+    table[prims._low_memory_max_pool_with_offsets.default] = inductor_prims._low_memory_max_pool_with_offsets_aten
+    table[prims._low_memory_max_pool_offsets_to_indices.default] = \
+        inductor_prims._low_memory_max_pool_offsets_to_indices_aten
+    return table
 
 
 # The host-only ops of executed graphs, and how TorchNeuron presents their computation to the lowering.
@@ -131,4 +142,13 @@ LOWERING_DECOMPOSITIONS = {
     aten.histc.default: histc,
     aten.fmod.Scalar: fmod_scalar,
     **_inductor_only_ops(),
+}
+
+
+# Ops TorchNeuron's graphs keep (its decompositions leave them) that Inductor decomposes into ops that lower:
+# the executed graph only knows them as the `original_aten` of their pieces. torch-mlir does not lower them
+# (tests/test_compile_lowering.py checks each alone), so a graph holding them fails as on Trainium.
+KEPT_BY_TORCHNEURON_AND_NOT_LOWERED = {  # by name: the graph's `original_aten` need not be the same object
+    "aten.max_pool2d_with_indices_backward.default",
+    "aten.max_pool3d_with_indices_backward.default",
 }

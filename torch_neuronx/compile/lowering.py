@@ -100,6 +100,18 @@ def prepare(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return torch.fx.GraphModule(gm, graph)
 
 
+def _kept_op_that_does_not_lower(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
+    """The first node that stands for an op TorchNeuron's graph keeps and torch-mlir does not lower
+    (decompositions.KEPT_BY_TORCHNEURON_AND_NOT_LOWERED)."""
+    from .decompositions import KEPT_BY_TORCHNEURON_AND_NOT_LOWERED
+    for node in gm.graph.nodes:
+        original = node.meta.get("original_aten")
+        if node.op == "call_function" and original is not None and \
+                _op_name(original) in KEPT_BY_TORCHNEURON_AND_NOT_LOWERED:
+            return node
+    return None
+
+
 def _tensor_outputs_only(gm: torch.fx.GraphModule) -> None:
     """None outputs (a backward's gradients of inputs that need none: TorchNeuron's RemoveNoneOutputs) and
     Python values (a symbolic int the graph returns) are not outputs of a StableHLO program."""
@@ -219,6 +231,7 @@ def _retrace(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     # Every input on the graph's device: TorchNeuron's executor copies CPU inputs there before the program runs.
     device = next((v.device for v in values if isinstance(v, torch.Tensor) and v.device.type != "cpu"), None)
     with mode:
+        values = [v.resolve_conj().resolve_neg() if isinstance(v, torch.Tensor) else v for v in values]
         values = [v.to(device) if device is not None and isinstance(v, torch.Tensor) else v for v in values]
         values = [v.to(torch.float32) if isinstance(v, torch.Tensor) and v.dtype == torch.float64 else
                   torch.view_as_real(v) if packed.get(n.target) else v for n, v in zip(placeholders, values)]
@@ -513,7 +526,8 @@ def to_mlir(gm: torch.fx.GraphModule, stage: str = "stablehlo") -> str:
                 step = "lowering to StableHLO"
                 _run_pipeline(module, TO_STABLEHLO)
     except Exception as e:
-        raise _LoweringFailed(step, f"{type(e).__name__}: {e}", capture.text) from e
+        left = _torch_ops_left(module) if step != "importing the FX graph" else []
+        raise _LoweringFailed(step, f"{type(e).__name__}: {e}", capture.text, left) from e
     text = module.operation.get_asm(enable_debug_info=False)
     return _float64_as_float32(text, context) if stage == "stablehlo" else text
 
@@ -539,9 +553,32 @@ def _float64_as_float32(text: str, context: Any) -> str:
 
 
 class _LoweringFailed(Exception):
-    def __init__(self, stage: str, error: str, diagnostics: str):
+    def __init__(self, stage: str, error: str, diagnostics: str, left: list[str] | None = None):
         super().__init__(error)
         self.stage, self.error, self.diagnostics = stage, error, diagnostics
+        self.left = left or []  # ATen ops still in the module where the pass pipeline stopped
+
+
+def _torch_ops_left(module: Any) -> list[str]:
+    """`aten.x` of each ATen op left unconverted in `module`, in order (the diagnostic may name only a constant
+    the op consumes: "failed to legalize operation 'torch.constant.int'")."""
+    names: list[str] = []
+
+    def walk(op: Any) -> None:
+        name = op.operation.name
+        if name == "torch.operator":
+            name = str(op.operation.attributes["name"]).strip('"')
+        if name.startswith(("torch.aten.", "torch.prims.")) and name[len("torch."):] not in names:
+            names.append(name[len("torch."):])
+        for region in op.operation.regions:
+            for block in region:
+                for inner in block:
+                    walk(inner)
+    try:
+        walk(module.operation)
+    except Exception:
+        return names
+    return names
 
 
 # ---------------------------------------------------------------- the stage
@@ -550,6 +587,13 @@ def lower(view: torch.fx.GraphModule, kind: str) -> Lowered:
     """Lower the copy `prepare` made of a graph; NeuronLoweringError if Trainium could not compile it."""
     from . import artifacts, stats
     start = time.perf_counter()
+    kept = _kept_op_that_does_not_lower(view)  # before the retrace, which renames what ops stand for
+    if kept is not None:
+        name = _op_name(kept.meta["original_aten"])
+        raise lowering_error(view, _LoweringFailed(
+            "lowering to StableHLO", f"{_packet(name)} has no StableHLO lowering",
+            f"error: failed to legalize operation 'torch.{_packet(name)}' (TorchNeuron's graph keeps it; the executed graph "
+            f"has Inductor's decomposition of it)")) from None
     try:
         graph = as_torchneuron_presents_it(view)
     except complex_ops.UnsupportedComplexOp as e:
@@ -618,11 +662,36 @@ def user_line(node: torch.fx.Node | None) -> str | None:
     return f"{path}:{line} in {function}: {code.strip()}"
 
 
+# The first location of MLIR's diagnostic: loc("file":line:col) or loc(callsite("file":line:col at ...
+_DIAGNOSTIC_LOCATION = re.compile(r'loc\((?:callsite\()?"([^"]+)":(\d+):\d+')
+
+
+def _node_at_location(graph: torch.fx.GraphModule, text: str) -> torch.fx.Node | None:
+    """The first ATen node made at the source line the diagnostic names (when it names no ATen op, only one of
+    the constants torch-mlir made for it: `torch.constant.int`)."""
+    match = _DIAGNOSTIC_LOCATION.search(text)
+    if not match:
+        return None
+    for node in graph.graph.nodes:
+        frames = _FRAME.findall(node.meta.get("stack_trace") or "")
+        if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and frames and \
+                frames[-1][0] == match.group(1) and frames[-1][1] == match.group(2):
+            return node
+    return None
+
+
 def lowering_error(graph: torch.fx.GraphModule, failure: _LoweringFailed,
                    paths: dict[str, str] | None = None) -> NeuronLoweringError:
     from .backend import FALLBACK_SWITCH
     op = _failed_op(failure.diagnostics) or _failed_op(failure.error)
-    node = _node_of(graph, op)
+    node = _node_of(graph, op) or _kept_op_that_does_not_lower(graph)
+    if node is None and (op is None or not op.startswith(("aten.", "prims.", "higher_order."))):
+        node = _node_at_location(graph, failure.diagnostics)
+        if node is None and failure.left:
+            op = failure.left[0]
+            node = _node_of(graph, op)
+        elif node is not None:
+            op = _packet(_op_name(node.target))
     if node is None and failure.stage == "importing the FX graph":
         node = _unimportable_node(graph)
         op = _op_name(node.target) if node is not None else op
