@@ -1,5 +1,9 @@
 """How ops the host executor uses reach the lowering: as TorchNeuron's decompositions present them.
 
+The lowering stage (lowering.py) traces its copy of each graph again through LOWERING_DECOMPOSITIONS:
+the PyTorch decompositions TorchNeuron selects, ops only Inductor's decompositions make (as the ops
+TorchNeuron's graphs have instead), and the host's own kernels, below.
+
 The executed graph (host_graph.py) keeps the host's fused kernels where they are faster: attention
 traced on neuron makes the host's choice (attention.py), `_scaled_dot_product_flash_attention_for_cpu`
 and its backward. No StableHLO lowering exists for those, and Trainium never sees them: TorchNeuron
@@ -135,8 +139,26 @@ def _inductor_only_ops() -> dict:
     return table
 
 
+def _torchneuron_selection() -> dict:
+    """The PyTorch decompositions TorchNeuron applies before lowering (its neuron_dynamo_backend/decompositions.py
+    selects them for ops torch-mlir lowers badly or not at all: unbind with a negative dim, for one). Ops
+    Inductor already decomposed never reach here; the others (unbind, split, ...) are presented as TorchNeuron
+    presents them."""
+    from torch._decomp import get_decompositions
+    return get_decompositions([
+        aten.logsumexp, aten.squeeze.dims, aten.binary_cross_entropy, aten.native_batch_norm_backward, aten.nansum,
+        aten.addr, aten.split, aten.split_with_sizes, aten.unbind, aten.replication_pad1d, aten.replication_pad2d,
+        aten.replication_pad3d, aten.reflection_pad1d, aten.reflection_pad2d, aten.reflection_pad3d, aten.embedding,
+        aten.native_layer_norm_backward, aten.nll_loss_backward, aten.clamp_min, aten.clamp_max, aten.linear_backward,
+        aten._fused_rms_norm, aten._fused_rms_norm_backward, aten.fill.Scalar, aten.fill.Tensor, aten.index_add,
+        aten.native_dropout_backward, aten.gelu_backward, aten.threshold_backward, aten._log_softmax_backward_data,
+        aten._softmax_backward_data, aten.select_backward, aten.slice_backward, aten.softplus_backward,
+        aten.index_select_backward, aten.col2im, aten.lerp, aten.elu, aten.elu_backward, aten.silu])
+
+
 # The host-only ops of executed graphs, and how TorchNeuron presents their computation to the lowering.
 LOWERING_DECOMPOSITIONS = {
+    **_torchneuron_selection(),
     aten._scaled_dot_product_flash_attention_for_cpu.default: flash_attention_for_cpu,
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_for_cpu_backward,
     aten.histc.default: histc,

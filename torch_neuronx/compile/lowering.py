@@ -686,12 +686,12 @@ def lowering_error(graph: torch.fx.GraphModule, failure: _LoweringFailed,
     op = _failed_op(failure.diagnostics) or _failed_op(failure.error)
     node = _node_of(graph, op) or _kept_op_that_does_not_lower(graph)
     if node is None and (op is None or not op.startswith(("aten.", "prims.", "higher_order."))):
-        node = _node_at_location(graph, failure.diagnostics)
-        if node is None and failure.left:
+        if failure.left:  # the ATen ops the pipeline could not convert, in program order
             op = failure.left[0]
             node = _node_of(graph, op)
-        elif node is not None:
-            op = _packet(_op_name(node.target))
+        else:
+            node = _node_at_location(graph, failure.diagnostics)
+            op = _packet(_op_name(node.target)) if node is not None else op
     if node is None and failure.stage == "importing the FX graph":
         node = _unimportable_node(graph)
         op = _op_name(node.target) if node is not None else op
