@@ -64,10 +64,6 @@ def mode() -> str:
                               f"run in the reference interpreter with the executed result).")
 
 
-def enabled() -> bool:
-    return mode() != "off"
-
-
 @dataclasses.dataclass(frozen=True)
 class Lowered:
     """A graph's StableHLO, as text (readable, and parsed again by the interpreter check)."""
@@ -81,7 +77,7 @@ def fingerprint() -> str:
     from importlib.metadata import version
     h = hashlib.sha256(f"torch-mlir {version('torch-mlir')}\n".encode())
     here = os.path.dirname(os.path.abspath(__file__))
-    for name in ("lowering.py", "decompositions.py"):
+    for name in ("lowering.py", "decompositions.py", "complex_ops.py"):
         with open(os.path.join(here, name), "rb") as f:
             h.update(name.encode() + b"\0" + f.read())
     return h.hexdigest()
@@ -119,9 +115,6 @@ def _tensor_outputs_only(gm: torch.fx.GraphModule) -> None:
     values = output.args[0] if isinstance(output.args[0], (list, tuple)) else (output.args[0],)
     output.args = (tuple(v for v in values if isinstance(v, torch.fx.Node) and
                          isinstance(v.meta.get("val"), torch.Tensor)),)
-
-
-_INT64_MAX = 2 ** 63 - 1
 
 
 def _clamp_slice_ends(gm: torch.fx.GraphModule) -> None:
