@@ -118,7 +118,9 @@ def _tensor_outputs_only(gm: torch.fx.GraphModule) -> None:
 
 
 def _clamp_slice_ends(gm: torch.fx.GraphModule) -> None:
-    """slice(x, dim, start, end) and slice_scatter(x, src, dim, start, end) with end past the dimension."""
+    """slice(x, dim, start, end) and slice_scatter(x, src, dim, start, end) with start and end in [0, size]:
+    torch-mlir's StableHLO lowering mishandles an end past the dimension (end=INT64_MAX, from `x[..., 8:]`,
+    exhausts memory) and a negative start or end (`x[:, -n:]`: a scatter of mismatched bounds)."""
     for node in gm.graph.nodes:
         if node.op != "call_function":
             continue
@@ -129,16 +131,20 @@ def _clamp_slice_ends(gm: torch.fx.GraphModule) -> None:
         else:
             continue
         args = list(node.args)
-        if len(args) <= end_at or not isinstance(args[end_at], int):
+        if len(args) < end_at:  # no start given
             continue
         val = args[0].meta.get("val") if isinstance(args[0], torch.fx.Node) else None
         if not isinstance(val, torch.Tensor):
             continue
         dim = args[dim_at] if len(args) > dim_at else 0
         size = val.shape[dim]
-        if isinstance(size, int) and args[end_at] > size:
-            args[end_at] = size
-            node.args = tuple(args)
+        if not isinstance(size, int):
+            continue
+        for at in (end_at - 1, end_at):  # start, end
+            if len(args) > at and isinstance(args[at], int):
+                bound = args[at] + size if args[at] < 0 else args[at]
+                args[at] = min(max(bound, 0), size)
+        node.args = tuple(args)
 
 
 def _float64_to_float32(x: Any) -> Any:
@@ -602,18 +608,20 @@ def lower(view: torch.fx.GraphModule, kind: str) -> Lowered:
     return Lowered(text, seconds)
 
 
-# `torch.aten.erfinv` in "failed to legalize operation 'torch.aten.erfinv'", or the name of a
-# `torch.operator` (an op torch-mlir has no definition for): <{name = "torch.aten._fft_r2c"}>.
-_FAILED_OP = re.compile(r"""failed to legalize operation '(torch\.[\w.]+)'[^\n]*?(?:name = "(torch\.[\w.]+)")?""")
+# The op of "failed to legalize operation 'torch.aten.erfinv'", or of a `torch.operator` (an op torch-mlir has
+# no definition for: <{name = "torch.aten._fft_r2c"}>, <{name = "torch.transformers.grouped_mm_fallback"}>).
+_FAILED_OPERATOR = re.compile(r"""failed to legalize operation 'torch\.operator'[^\n]*?name = "torch\.([\w.]+)"""")
+_FAILED_OP = re.compile(r"""failed to legalize operation 'torch\.([\w.]+)'""")
 _ANY_OP = re.compile(r"""(?:name = "|operation ')torch\.((?:aten|prims|higher_order)\.[\w.]+)""")
 
 
 def _failed_op(text: str) -> str | None:
-    match = _FAILED_OP.search(text)
+    match = _FAILED_OPERATOR.search(text)
     if match:
-        name = match.group(2) if match.group(1) == "torch.operator" and match.group(2) else match.group(1)
-        if name != "torch.operator":
-            return name[len("torch."):]
+        return match.group(1)
+    match = _FAILED_OP.search(text)
+    if match and match.group(1) != "operator":
+        return match.group(1)
     match = _ANY_OP.search(text)
     return match.group(1) if match else None
 
