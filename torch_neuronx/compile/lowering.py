@@ -610,7 +610,7 @@ def lower(view: torch.fx.GraphModule, kind: str) -> Lowered:
 
 # The op of "failed to legalize operation 'torch.aten.erfinv'", or of a `torch.operator` (an op torch-mlir has
 # no definition for: <{name = "torch.aten._fft_r2c"}>, <{name = "torch.transformers.grouped_mm_fallback"}>).
-_FAILED_OPERATOR = re.compile(r"""failed to legalize operation 'torch\.operator'[^\n]*?name = "torch\.([\w.]+)"""")
+_FAILED_OPERATOR = re.compile(r'failed to legalize operation \'torch\.operator\'[^\n]*?name = "torch\.([\w.]+)"')
 _FAILED_OP = re.compile(r"""failed to legalize operation 'torch\.([\w.]+)'""")
 _ANY_OP = re.compile(r"""(?:name = "|operation ')torch\.((?:aten|prims|higher_order)\.[\w.]+)""")
 
