@@ -251,3 +251,21 @@ def test_ops_torchneuron_keeps_that_do_not_lower_fail_alone_in_torch_mlir():
     out = torch.compile(lambda t: F.max_pool2d(t, 2), backend="neuron")(xn)  # the forward lowers
     with pytest.raises(Exception, match="aten.max_pool2d_with_indices_backward does not lower to StableHLO"):
         out.sum().backward()
+
+
+def test_convolution_backward_is_lowered_as_convolutions_that_compute_the_same_gradients():
+    """TorchNeuron decomposes convolution_backward (torch-mlir has no lowering): the decomposition, checked
+    against ATen's kernel (depthwise 1-d as Mamba's, strided grouped dilated 2-d), then a conv training step lowers."""
+    from torch_neuronx.compile.decompositions import convolution_backward
+    aten = torch.ops.aten
+    for n, c_in, c_out, size, kernel, stride, pad, dil, groups in [(2, 8, 8, (10,), (4,), (1,), (3,), (1,), 8),
+                                                                  (2, 4, 6, (9, 7), (3, 2), (2, 1), (1, 0), (1, 2), 2)]:
+        x, w = torch.randn(n, c_in, *size, dtype=torch.float64), torch.randn(c_out, c_in // groups, *kernel,
+                                                                             dtype=torch.float64)
+        grad = torch.randn_like(aten.convolution(x, w, None, stride, pad, dil, False, [0] * len(size), groups))
+        args = (grad, x, w, [c_out], list(stride), list(pad), list(dil), False, [0] * len(size), groups, [True] * 3)
+        for mine, theirs in zip(convolution_backward(*args), aten.convolution_backward(*args)):
+            torch.testing.assert_close(mine, theirs)
+    conv = torch.nn.Conv1d(8, 8, 4, padding=3, groups=8).to("neuron")
+    torch.compile(conv, backend="neuron")(torch.randn(2, 8, 10, device="neuron")).sum().backward()
+    assert stats()["graphs_lowered"] == 2 and conv.weight.grad is not None

@@ -118,6 +118,38 @@ def fmod_scalar(x, other):
     return torch.fmod(x, torch.full((), other, dtype=x.dtype, device=x.device))
 
 
+def convolution_backward(grad_out, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding,
+                         groups, output_mask):
+    """The gradients of a (non-transposed) convolution as convolutions, as TorchNeuron decomposes
+    convolution_backward (torch-mlir has no lowering of it): the input's gradient a transposed convolution
+    of the output's gradient; the weight's a convolution of the input by the output's gradient with the
+    batch as channels (per group); the bias's a sum."""
+    if transposed:
+        return NotImplemented  # left as it is (and reported if it does not lower)
+    spatial = list(range(2, input.dim()))
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[0]:
+        extra = [input.shape[i + 2] - ((grad_out.shape[i + 2] - 1) * stride[i] - 2 * padding[i] +
+                                       dilation[i] * (weight.shape[i + 2] - 1) + 1) for i in range(len(spatial))]
+        grad_input = aten.convolution(grad_out, weight, None, stride, padding, dilation, True, extra, groups)
+    if output_mask[1]:
+        n, c_in = input.shape[:2]
+        c_out = grad_out.shape[1]
+        rest = list(range(3, input.dim() + 1))
+        # batch = input channels of a group, channels = groups x batch; weight: groups x output channels of one
+        x = input.reshape(n, groups, c_in // groups, *input.shape[2:]).permute(2, 1, 0, *rest)
+        x = x.reshape(c_in // groups, groups * n, *input.shape[2:])
+        g = grad_out.reshape(n, groups, c_out // groups, *grad_out.shape[2:]).permute(1, 2, 0, *rest)
+        g = g.reshape(c_out, n, *grad_out.shape[2:])
+        w = aten.convolution(x, g, None, dilation, padding, stride, False, [0] * len(spatial), groups)
+        for i, k in enumerate(weight.shape[2:]):
+            w = w.narrow(i + 2, 0, k)
+        grad_weight = w.transpose(0, 1)
+    if output_mask[2]:
+        grad_bias = grad_out.sum([0, *spatial])
+    return grad_input, grad_weight, grad_bias
+
+
 def _inductor_only_ops() -> dict:
     """Ops Inductor's own decompositions introduce that TorchNeuron's graphs never contain, as the ops
     TorchNeuron's graphs do contain: the embedding backward's masked index-put and the upsampling's
@@ -163,6 +195,7 @@ LOWERING_DECOMPOSITIONS = {
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_for_cpu_backward,
     aten.histc.default: histc,
     aten.fmod.Scalar: fmod_scalar,
+    aten.convolution_backward.default: convolution_backward,
     **_inductor_only_ops(),
 }
 
