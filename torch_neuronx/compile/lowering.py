@@ -118,11 +118,21 @@ def _tensor_outputs_only(gm: torch.fx.GraphModule) -> None:
 
 
 def _clamp_slice_ends(gm: torch.fx.GraphModule) -> None:
-    """slice(x, dim, start, end) and slice_scatter(x, src, dim, start, end) with start and end in [0, size]:
-    torch-mlir's StableHLO lowering mishandles an end past the dimension (end=INT64_MAX, from `x[..., 8:]`,
-    exhausts memory) and a negative start or end (`x[:, -n:]`: a scatter of mismatched bounds)."""
+    """slice(x, dim, start, end) and slice_scatter(x, src, dim, start, end) with start and end in [0, size],
+    select / select_scatter with a non-negative index: torch-mlir's StableHLO lowering mishandles an end past
+    the dimension (end=INT64_MAX, from `x[..., 8:]`, exhausts memory) and negative positions (`x[:, -n:]`,
+    `x[:, -1]`: a scatter of mismatched bounds)."""
     for node in gm.graph.nodes:
         if node.op != "call_function":
+            continue
+        if node.target in (aten.select.int, aten.select_scatter.default):  # a negative index, as for slices
+            dim_at = 1 if node.target is aten.select.int else 2
+            val = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+            index = node.args[dim_at + 1] if len(node.args) > dim_at + 1 else None
+            if isinstance(val, torch.Tensor) and isinstance(index, int) and index < 0:
+                size = val.shape[node.args[dim_at]]
+                if isinstance(size, int):
+                    node.args = node.args[:dim_at + 1] + (index + size,) + node.args[dim_at + 2:]
             continue
         if node.target is aten.slice.Tensor:
             dim_at, end_at = 1, 3
