@@ -150,6 +150,26 @@ def convolution_backward(grad_out, input, weight, bias_sizes, stride, padding, d
     return grad_input, grad_weight, grad_bias
 
 
+def topk(x, k, dim=-1, largest=True, sorted=True):
+    """topk as TorchNeuron presents it (its decomposition forces sorted=True): the largest values of the last
+    dimension, sorted; other dims are moved last, the smallest found as the largest of -x."""
+    last = x.dim() - 1 if x.dim() else 0
+    dim = dim % x.dim() if x.dim() else 0
+    if dim == last and largest and sorted:
+        return NotImplemented  # the form torch-mlir lowers
+    y = x.movedim(dim, -1) if dim != last else x
+    values, indices = aten.topk.default(-y if not largest else y, k, -1, True, True)
+    values = -values if not largest else values
+    if dim != last:
+        values, indices = values.movedim(-1, dim), indices.movedim(-1, dim)
+    return values, indices
+
+
+def new_empty_strided(x, size, stride, dtype=None, layout=None, device=None, pin_memory=None):
+    """Uninitialized memory (a buffer the graph fills): zeros, which torch-mlir lowers; StableHLO has no strides."""
+    return torch.zeros(size, dtype=dtype or x.dtype, device=x.device)
+
+
 def _inductor_only_ops() -> dict:
     """Ops Inductor's own decompositions introduce that TorchNeuron's graphs never contain, as the ops
     TorchNeuron's graphs do contain: the embedding backward's masked index-put and the upsampling's
@@ -196,6 +216,8 @@ LOWERING_DECOMPOSITIONS = {
     aten.histc.default: histc,
     aten.fmod.Scalar: fmod_scalar,
     aten.convolution_backward.default: convolution_backward,
+    aten.topk.default: topk,
+    aten.new_empty_strided.default: new_empty_strided,
     **_inductor_only_ops(),
 }
 
