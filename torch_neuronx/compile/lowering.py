@@ -387,6 +387,46 @@ def _native_dropout_as_masks(gm: torch.fx.GraphModule) -> None:
         gm.graph.erase_node(node)
 
 
+_COLLECTIVE_NAMESPACES = ("_c10d_functional", "_c10d_functional_autograd", "c10d", "_dtensor")
+COLLECTIVE_STAND_INS = "torch_neuronx.collective_stand_ins"  # module attribute of a program that has them
+
+
+def _collectives_as_local_stand_ins(gm: torch.fx.GraphModule) -> bool:
+    """Collectives (functional c10d ops of tensor-parallel graphs) as stand-ins of their local shape; process
+    group objects dropped from the program's inputs. Returns whether there were any.
+
+    TorchNeuron lowers them to StableHLO collectives (its CollectiveLegalization pass and AWS's torch-mlir fork);
+    the public torch-mlir cannot import them at all. The stand-in (the input where the shape is kept, zeros of
+    the result's shape otherwise) keeps the rest of the graph lowered and checked op by op; the artifact shows
+    no collective, and the interpreter check skips such a graph.
+    """
+    found = False
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload) or \
+                node.target.namespace not in _COLLECTIVE_NAMESPACES:
+            continue
+        found = True
+        value = node.meta.get("val")
+        source = next((a for a in node.args if isinstance(a, torch.fx.Node) and
+                       isinstance(a.meta.get("val"), torch.Tensor)), None)
+        if isinstance(value, torch.Tensor) and source is not None and \
+                tuple(source.meta["val"].shape) == tuple(value.shape) and source.meta["val"].dtype == value.dtype:
+            node.replace_all_uses_with(source)
+        elif isinstance(value, torch.Tensor):
+            with gm.graph.inserting_before(node):
+                zeros = gm.graph.call_function(aten.full.default, (list(value.shape), 0), {"dtype": value.dtype})
+            zeros.meta.update(node.meta)
+            node.replace_all_uses_with(zeros)
+        else:
+            continue
+        gm.graph.erase_node(node)
+    for node in list(gm.graph.nodes):  # process groups and other script objects
+        if node.op == "placeholder" and not node.users and \
+                not isinstance(node.meta.get("val"), (torch.Tensor, torch.SymInt, int, float, bool)):
+            gm.graph.erase_node(node)
+    return found
+
+
 def _input_mutations_as_outputs(gm: torch.fx.GraphModule) -> None:
     """`copy_(input, new_value)` (AOTAutograd's epilogue for an input the graph updates in place, e.g. a
     static KV cache) as one more output: StableHLO values are immutable; TorchNeuron returns the new
@@ -426,6 +466,8 @@ def as_torchneuron_presents_it(gm: torch.fx.GraphModule) -> torch.fx.GraphModule
     _tensor_outputs_only(gm)
     _specialize_symbolic_ints(gm)
     _random_values_as_inputs(gm)
+    if _collectives_as_local_stand_ins(gm):
+        gm.meta["neuron_collective_stand_ins"] = True
     _rng_state_ops_unwrapped(gm)
     _native_dropout_as_masks(gm)
     _input_mutations_as_outputs(gm)
@@ -537,6 +579,9 @@ def to_mlir(gm: torch.fx.GraphModule, stage: str = "stablehlo") -> str:
     except Exception as e:
         left = _torch_ops_left(module) if step != "importing the FX graph" else []
         raise _LoweringFailed(step, f"{type(e).__name__}: {e}", capture.text, left) from e
+    if gm.meta.get("neuron_collective_stand_ins"):
+        with context:
+            module.operation.attributes[COLLECTIVE_STAND_INS] = ir.UnitAttr.get()
     text = module.operation.get_asm(enable_debug_info=False)
     return _float64_as_float32(text, context) if stage == "stablehlo" else text
 

@@ -89,6 +89,11 @@ def run_stablehlo(stablehlo: str, inputs: Sequence[torch.Tensor]) -> list[np.nda
 
 def compare(stablehlo: str, inputs: Sequence[Any], executed: Sequence[Any], kind: str) -> dict:
     """Run the lowered graph on `inputs` and compare with the `executed` outputs; raise on a difference."""
+    from .lowering import COLLECTIVE_STAND_INS
+    if COLLECTIVE_STAND_INS in stablehlo:
+        result = {"kind": kind, "checked": False, "why": "not checked: collectives are lowered as local stand-ins"}
+        stats.record_lowering_check(result)
+        return result
     tensors = [x for x in list(inputs) + list(executed) if isinstance(x, torch.Tensor)]
     if any(not isinstance(x, torch.Tensor) for x in inputs) or any(t.dtype not in _CHECKED_DTYPES for t in tensors):
         others = sorted({str(t.dtype) for t in tensors if t.dtype not in _CHECKED_DTYPES} |
