@@ -15,6 +15,7 @@ TORCH_NEURONX_COMPLEX_DECOMPOSE=0 complex ops reach torch-mlir as they are (and 
 
 from __future__ import annotations
 
+import operator
 import os
 from typing import Any
 
@@ -198,6 +199,10 @@ RULES = {
         _as_packed(p, src).t, _as_packed(src, p).t, _dim(dim, p.rank if isinstance(p, Packed) else p.dim()), index)),
     aten.index.Tensor: lambda p, indices: Packed(aten.index.Tensor(p.t, indices)),
     aten.cat.default: _cat,
+    aten.split_with_sizes.default: lambda p, sizes, dim=0: [Packed(t) for t in p.t.split(list(sizes), _dim(dim, p.rank))],
+    aten.split.Tensor: lambda p, size, dim=0: [Packed(t) for t in p.t.split(size, _dim(dim, p.rank))],
+    aten.unbind.int: lambda p, dim=0: [Packed(t) for t in p.t.unbind(_dim(dim, p.rank))],
+    operator.getitem: lambda values, i: values[i],
     aten.where.self: _where,
     aten.sum.dim_IntList: _sum,
     aten.sum.default: lambda p, dtype=None: _sum(p),
