@@ -170,6 +170,27 @@ def new_empty_strided(x, size, stride, dtype=None, layout=None, device=None, pin
     return torch.zeros(size, dtype=dtype or x.dtype, device=x.device)
 
 
+def index_put_with_mask(x, indices, values, accumulate=False):
+    """`x[:, mask] = values` (index_put with one boolean mask, not accumulating) with static shapes: the i-th
+    True position takes values' i-th entry (found by a cumulative count of the mask), the others keep x.
+    torch-mlir's index_put lowering takes integer indices only; TorchNeuron's index_put decomposition turns
+    masks into where/scatter the same way (for a mask the compiled graph's shapes already fix)."""
+    masks = [i for i, index in enumerate(indices) if index is not None]
+    if accumulate or len(masks) != 1 or indices[masks[0]].dtype != torch.bool:
+        return NotImplemented
+    dim, mask = masks[0], indices[masks[0]]
+    flat = x.flatten(dim, dim + mask.dim() - 1) if mask.dim() > 1 else x
+    keep = mask.flatten()
+    rest = flat.dim() - dim - 1
+    if values.dim() < flat.dim():
+        values = values.reshape([1] * (flat.dim() - values.dim()) + list(values.shape))
+    values = values.expand(list(flat.shape[:dim]) + [values.shape[dim]] + list(flat.shape[dim + 1:]))
+    position = (torch.cumsum(keep.to(torch.int64), 0) - 1).clamp(min=0)
+    taken = values.index_select(dim, position)
+    out = torch.where(keep.reshape([1] * dim + [keep.numel()] + [1] * rest), taken.to(x.dtype), flat)
+    return out.reshape(x.shape)
+
+
 def _inductor_only_ops() -> dict:
     """Ops Inductor's own decompositions introduce that TorchNeuron's graphs never contain, as the ops
     TorchNeuron's graphs do contain: the embedding backward's masked index-put and the upsampling's
@@ -218,6 +239,7 @@ LOWERING_DECOMPOSITIONS = {
     aten.convolution_backward.default: convolution_backward,
     aten.topk.default: topk,
     aten.new_empty_strided.default: new_empty_strided,
+    aten.index_put.default: index_put_with_mask,
     **_inductor_only_ops(),
 }
 
