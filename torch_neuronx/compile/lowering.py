@@ -14,10 +14,12 @@ What is lowered is the graph as TorchNeuron presents it to torch-mlir, a copy of
   - None outputs removed (RemoveNoneOutputs: a backward's gradients of inputs that need none);
   - random numbers Inductor draws in the graph, and inputs the graph updates in place, as inputs and
     outputs of the program (RandomOpLegalization, FunctionalizeCopyInplacePass);
-  - slice ends past the dimension clamped to it (`x[..., 8:]` traces as end=INT64_MAX; torch-mlir's
-    StableHLO lowering of slice_scatter materialises that size and exhausts memory);
-  - host-only kernels decomposed as TorchNeuron's decompositions present them (decompositions.py:
-    attention as math, not the host's flash kernel);
+  - slice and select positions within the dimension (`x[..., 8:]` traces as end=INT64_MAX, which
+    torch-mlir's slice_scatter lowering materialises until memory runs out; negative ones it mis-sizes);
+  - ops presented as TorchNeuron's decompositions present them (decompositions.py: the PyTorch
+    decompositions it selects, attention as math rather than the host's flash kernel, what only
+    Inductor's decompositions make as the ops it stands for), complex values as real pairs
+    (complex_ops.py), collectives as local stand-ins;
   - float64 computed as float32, as on the device (TorchNeuron's dtype_conversion_pass); int64 stays
     i64 in StableHLO, as in TorchNeuron (neuronx-cc computes it in 32 bits).
 Dropout masks are already graph inputs drawn on the CPU (random_ops.py, RandomOpLegalization).
