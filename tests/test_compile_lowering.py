@@ -5,7 +5,6 @@ compiled dropout drawn from the CPU generator (compile/random_ops.py); torch_neu
 """
 
 import glob
-import os
 
 import pytest
 import torch
