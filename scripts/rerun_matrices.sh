@@ -17,8 +17,8 @@
 #   --only SUITE    transformers or diffusers
 #
 # Every run is at one commit: the script refuses a checkout with uncommitted changes under csrc/ or
-# torch_neuronx/, rebuilds the extension (scripts/build.sh), and keeps each commit's runs apart, so a resumed
-# run never mixes rows of two commits. The runs use a private core registry (cores held by other jobs on the
+# torch_neuronx/, rebuilds the extension if a source is newer than it (scripts/build.sh), and keeps each
+# commit's runs apart, so a resumed run never mixes rows of two commits. The runs use a private core registry (cores held by other jobs on the
 # host do not matter) and the report headers record the commit, dates, versions and wall time of each run.
 # Exit status: 0 the reports were written (they may count failures: that is what they are for), 2 bad usage or
 # a modified checkout, anything else a run that could not be completed.
@@ -55,7 +55,12 @@ if [ -n "$(git status --porcelain -- csrc torch_neuronx)" ]; then
     exit 2
 fi
 commit=$(git rev-parse HEAD)
-bash scripts/build.sh >/dev/null  # the extension of this commit (incremental: seconds when it is current)
+# The extension of this commit: rebuilt when a source is newer than it (scripts/build.sh waits for the machine's
+# build lock, so it is not taken when nothing changed).
+so=$(ls torch_neuronx/_C*.so 2>/dev/null | head -1 || true)
+if [ -z "$so" ] || [ -n "$(find csrc setup.py -newer "$so" -print -quit)" ]; then
+    bash scripts/build.sh >/dev/null
+fi
 
 work=$scratch/$commit
 mkdir -p "$work" "$into"

@@ -40,13 +40,13 @@ FAULTS = ("missing-op", "mismatch", "hang", "crash", "segfault-moving", "cpu-fai
           "model-graph-break", "neuron-extra-graph-break")
 
 
-def fault_for(arch: str) -> str | None:
-    """The fault injected into `arch`, if any."""
+def fault_for(arch: str, faults: tuple[str, ...] = FAULTS) -> str | None:
+    """The fault injected into `arch` (an architecture, or a pipeline class), if any, one of `faults`."""
     for item in os.environ.get(ENV, "").split(","):
         name, _, fault = item.strip().partition(":")
         if name == arch and fault:
-            if fault not in FAULTS:
-                raise ValueError(f"{ENV}: unknown fault {fault!r} (choose from {', '.join(FAULTS)})")
+            if fault not in faults:
+                raise ValueError(f"{ENV}: unknown fault {fault!r} (choose from {', '.join(faults)})")
             return fault
     return None
 

@@ -5,28 +5,21 @@
 TORCHNEURON_COMPAT_FAULT="DDIMPipeline:neuron-extra-graph-break" builds DDIMPipeline from its recipe, then makes
 its denoiser's forward break the graph once on every device (as a model's own code can) and once more on
 neuron only: the compiled step fails with a graph break on neuron and on CPU, but not the same failure. The
-production worker has no hook for this: the fault lives in the `build` this module gives it.
+production worker has no hook for this: the fault lives in the PipelineBuild subclass this module gives it.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 
+import compat_fault_worker
 from torch_neuronx.compat.pipelines import worker
 
-ENV = "TORCHNEURON_COMPAT_FAULT"
 FAULTS = ("neuron-extra-graph-break",)
 
 
 def fault_for(name: str) -> str | None:
-    for item in os.environ.get(ENV, "").split(","):
-        pipeline, _, fault = item.strip().partition(":")
-        if pipeline == name and fault:
-            if fault not in FAULTS:
-                raise ValueError(f"{ENV}: unknown fault {fault!r} (choose from {', '.join(FAULTS)})")
-            return fault
-    return None
+    return compat_fault_worker.fault_for(name, FAULTS)
 
 
 def _breaking_forward(module):

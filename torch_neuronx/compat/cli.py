@@ -186,7 +186,7 @@ def _run_entry(args: argparse.Namespace, suite: str, diffusers: bool) -> dict:
     state = provenance.source_state(suite)
     return {"suite": suite, "mode": args.mode, "command": " ".join(command), "commit": state["commit"],
             "dirty": state["dirty"], "started": provenance.now(), "finished": None, "wall_seconds": 0.0, "rows": 0,
-            "versions": report.versions(DISTRIBUTIONS if diffusers else ("torch-neuronx", "torch", "transformers"))}
+            "versions": report.versions(DISTRIBUTIONS) if diffusers else report.versions()}
 
 
 def _finish_entry(entry: dict, t0: float, rows: int) -> None:
