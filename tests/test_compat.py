@@ -90,10 +90,13 @@ def older_pass(arch: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(tmp_path_factory, pytestconfig):
+    from conftest import SUMMARY_LINES
     from torch_neuronx.compat import report
-    print(f"compat sample of {datetime.datetime.now(datetime.timezone.utc).date()}: fixed {', '.join(SAMPLE)}; "
-          f"rotating ({ROTATING} a day, {ROTATION_DATE} to choose the day): {', '.join(TODAY)}")
+    pytestconfig.stash.setdefault(SUMMARY_LINES, []).append(
+        f"compat sample of {os.environ.get(ROTATION_DATE) or datetime.datetime.now(datetime.timezone.utc).date()}: "
+        f"fixed {', '.join(SAMPLE)}; rotating ({ROTATING} a day, {ROTATION_DATE}=YYYY-MM-DD to choose the day): "
+        f"{', '.join(TODAY)}")
     out = tmp_path_factory.mktemp("compat")
     report.write({"seed_oss": older_pass("seed_oss")}, str(out))  # the older pass --merge must not keep
     env = fault_env({**{a: f for a, (f, _) in FAULTS.items()}, **NOT_FAILURES})
