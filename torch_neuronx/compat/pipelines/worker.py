@@ -11,7 +11,8 @@ The pipeline is built from tiny components under a fixed seed and run on CPU: th
 
 A compiled failure that a model's own code can cause (graph break, recompile, numbers) is run again on
 CPU, the denoiser compiled by Inductor under the neuron backend's rules (compat/cpu_reference.py): the
-same failure there means the pipeline does not compile cleanly on any device (`cpu_too`).
+same failure there (compat/same_failure.py: category, graph breaks and recompiles in count and reasons,
+exception type and ops) means the pipeline does not compile cleanly on any device (`cpu_too`).
 
 Compiled numbers are judged against what compiling does to this pipeline anywhere (compiled_tolerance):
 a compiled graph fuses and reorders float math, so its output moves from eager's by rounding, and a
@@ -19,7 +20,8 @@ pipeline can magnify that (an inpainting blend, a guidance scale). When the comp
 the fixed tolerance, the tolerance becomes twice the CPU compile's own distance from CPU eager, measured
 in the same run, capped at one 8-bit pixel level (1/255): neuron compiled passes if it moves no more
 than Inductor on CPU does. Beyond one pixel level the CPU compile changes the picture itself; a neuron
-output equal to it is then `cpu_too`, as any other failure the CPU compile shares.
+output equal to it is then `cpu_too`, as any other failure the CPU compile shares. A pass within the widened
+tolerance is marked (`tolerance_from`): the report counts and lists it apart from passes at the fixed one.
 
 The result file is the Transformers worker's (compat/worker.py: Result), rewritten after every step.
 """
