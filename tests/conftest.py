@@ -29,3 +29,13 @@ assert hasattr(torch, "neuron"), "torch_neuronx did not autoload on `import torc
 def _seed():
     torch.manual_seed(0)
     yield
+
+
+# Lines a test wants in the session's summary even when it passes (`-q -ra` shows only failures): which
+# architectures today's rotating compat sample ran (tests/test_compat.py).
+SUMMARY_LINES = pytest.StashKey[list]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    for line in config.stash.get(SUMMARY_LINES, []):
+        terminalreporter.write_line(line)
