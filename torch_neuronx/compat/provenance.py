@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import hashlib
 import os
 import subprocess
 
@@ -45,14 +46,26 @@ def _git(cwd: str, *args: str) -> str | None:
     return r.stdout.strip() if r.returncode == 0 else None
 
 
+def measured_digest(suite: str, root: str | None = None) -> str | None:
+    """A digest of the code the suite measures as committed at HEAD: sha256 over git's blob ids of every file
+    under MEASURED[suite] (content-addressed, so it changes exactly when that code changes). It needs no history,
+    so a shallow clone computes it too (None outside a checkout)."""
+    root = root or checkout()
+    if root is None:
+        return None
+    listing = _git(root, "ls-tree", "-r", "HEAD", "--", *MEASURED[suite])
+    return None if listing is None else hashlib.sha256(listing.encode()).hexdigest()[:16]
+
+
 def source_state(suite: str) -> dict:
     """{"commit": the checkout's HEAD (None outside a checkout), "dirty": whether the suite's measured code has
-    uncommitted changes (a report made from it describes no commit)}."""
+    uncommitted changes (a report made from it describes no commit), "measured": measured_digest at HEAD}."""
     root = checkout()
     if root is None:
-        return {"commit": None, "dirty": None}
+        return {"commit": None, "dirty": None, "measured": None}
     status = _git(root, "status", "--porcelain", "--", *MEASURED[suite])
-    return {"commit": _git(root, "rev-parse", "HEAD"), "dirty": bool(status)}
+    return {"commit": _git(root, "rev-parse", "HEAD"), "dirty": bool(status),
+            "measured": measured_digest(suite, root)}
 
 
 def now() -> str:
@@ -61,7 +74,8 @@ def now() -> str:
 
 def row_stamp(state: dict, mode: str) -> dict:
     """What a finished row carries: the code it ran (state: source_state) and when it finished."""
-    return {"commit": state.get("commit"), "dirty": state.get("dirty"), "mode": mode, "finished": now()}
+    return {"commit": state.get("commit"), "dirty": state.get("dirty"), "measured": state.get("measured"),
+            "mode": mode, "finished": now()}
 
 
 def row_finished(result: dict) -> str | None:
@@ -100,6 +114,9 @@ def header(title: str, runs: list[dict], results: dict[str, dict], versions: dic
     else:
         lines.append("- commits: " + ", ".join(f"`{c}` ({n} rows)" for c, n in sorted(by_commit.items()))
                      + " (rows of several runs merged)")
+    digests = sorted({s.get("measured") or "unknown" for r in built for s in r["runs"]})
+    lines.append("- measured code: " + ", ".join(f"`{d}`" for d in digests)
+                 + " (provenance.measured_digest: the code these rows measured, as committed)")
     days = sorted({r["started"][:10] for r in runs if r.get("started")} |
                   {s["finished"][:10] for r in built for s in r["runs"] if s.get("finished")})
     lines.append(f"- date: {days[0] if len(days) == 1 else ' to '.join((days[0], days[-1])) if days else 'unknown'}")
