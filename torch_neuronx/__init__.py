@@ -63,3 +63,11 @@ def compile_stats() -> dict:
     from .compile import stats
     return stats.compile_stats()
 
+
+
+# NKI kernels on the emulated NeuronCore (torch_neuronx/nki, docs/nki.md): TorchNeuron's entry points, and
+# `import nki` / `import neuronxcc.nki` resolving to the emulation where AWS's packages are not installed.
+from .nki import nki_op, wrap_nki  # noqa: E402,F401
+from .nki import importer as _nki_importer  # noqa: E402
+
+_nki_importer.install()
