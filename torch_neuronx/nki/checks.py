@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 
 from . import dtypes as dt
-from .errors import NkiCapacityError, fail, format_location
+from .errors import NkiCapacityError, NkiCapacityWarning, fail, format_location
 from .memory import HBM, NkiTensor, psum, sbuf, shared_hbm
 
 PMAX = 128
@@ -69,12 +69,12 @@ def allocation(run, shape, pdim, dtype, buffer, name, loc) -> None:
                  f"number of partitions {p} exceed architecture limitation of {gen.pmax} "
                  f"({_describe(name, shape, dtype, buffer)})",
                  f"split the partition dimension into tiles of nl.tile_size.pmax ({gen.pmax}) rows", loc)
-        per_partition = math.prod(s for i, s in enumerate(shape) if i != pdim) * dtype.itemsize
+        tile_bytes = math.prod(shape[pdim + 1:]) * dtype.itemsize   # one tile; beta-1 block dims add tiles
         limit = gen.psum_partition_bytes if buffer is psum else gen.sbuf_partition_bytes
-        if per_partition > limit:
+        if tile_bytes > limit:
             what = "PSUM" if buffer is psum else "SBUF"
             fail("err_size_of_dimension_exceed_arch_limit",
-                 f"{_describe(name, shape, dtype, buffer)} needs {per_partition} bytes per partition; "
+                 f"{_describe(name, shape, dtype, buffer)} needs {tile_bytes} bytes per partition; "
                  f"{gen.name} {what} has {limit} bytes per partition",
                  "tile the free dimension: allocate smaller tiles and loop over them", loc)
 
@@ -341,8 +341,13 @@ def capacity(run) -> None:
                    "it), or spill to HBM yourself" if buf is sbuf else
                    "keep at most 8 PSUM tiles live: copy matmul results to SBUF (nisa.tensor_copy) before the next "
                    "one, reuse one PSUM tile per loop iteration")
-            raise NkiCapacityError(
-                "err_" + what.lower() + "_capacity",
-                f"{what} capacity exceeded: the tiles live at instruction {at} need {need} {unit} (at most {peak} "
-                f"later), {gen.name}'s {what} has {total}. Live tiles:\n" + "\n".join(lines) + more,
-                fix, newest.loc)
+            message = (f"{what} capacity exceeded: the tiles live at instruction {at} need {need} {unit} (at most "
+                       f"{peak} later), {gen.name}'s {what} has {total}. Live tiles:\n" + "\n".join(lines) + more)
+            if run.legacy:  # beta 1's compiler spilled what did not fit (programming_model.rst): slow, not wrong
+                import warnings
+                where, _ = format_location(newest.loc) if newest.loc else ("?", "")
+                warnings.warn(f"{where}: [{'err_' + what.lower() + '_capacity'}] {message}\nThe beta-1 compiler "
+                              f"spills the overflow to {'SBUF' if buf is psum else 'HBM'} (slow). Fix: {fix}",
+                              NkiCapacityWarning, stacklevel=2)
+                continue
+            raise NkiCapacityError("err_" + what.lower() + "_capacity", message, fix, newest.loc)

@@ -262,6 +262,9 @@ def assign(dst: NkiTensor, value) -> None:
     The result of a beta-1 instruction assigned to a tile is that instruction writing there: no copy is issued.
     """
     run = current()
+    if getattr(value, "_nki_pending_assignment", False):   # beta 1's nl.loop_reduce
+        value.assign_to(dst)
+        return
     if not isinstance(value, NkiTensor):
         if dst.buffer in HBM:
             dma_copy(dst, value, op="store")
@@ -323,6 +326,7 @@ def nc_matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, accumula
     if getattr(perf_mode, "value", perf_mode) not in (None, "none"):
         raise NotImplementedError("nc_matmul perf_mode=double_row (FP8 double-row packing) is not emulated here "
                                   "(docs/nki.md)")
+    stationary, moving = _legacy_sbuf(run, stationary), _legacy_sbuf(run, moving)
     checks.matmul(run, dst, stationary, moving, bool(is_transpose), tuple(tile_size or ()))
     k = stationary.shape[0]
     s = read(stationary).reshape(k, -1)
@@ -335,33 +339,47 @@ def nc_matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, accumula
     n = checks.free_size(moving)
     run.issue("TensorE", cost.matmul_seconds(run.gen, n, fp32_in), reads=(stationary, moving), writes=(dst,),
               accumulate=legacy_accumulate or accumulate is not False)
-    _psum_accumulate(run, dst, result, accumulate, legacy_accumulate, op)
+    psum_accumulate(run, dst, result, accumulate, legacy_accumulate, op)
 
 
-def _psum_accumulate(run, dst: NkiTensor, result: torch.Tensor, accumulate, legacy: bool, op: str) -> None:
+def _legacy_sbuf(run, t: NkiTensor) -> NkiTensor:
+    """Beta 1 returned instruction results as tiles wherever the next use needed them: a TensorE result (PSUM)
+    fed to TensorE again got a copy to SBUF from the compiler (counted here as that copy)."""
+    if not (run.legacy and t.buffer is psum and t._alloc.temporary):
+        return t
+    s = new_tile(run, t.shape, t.dtype, sbuf, temporary=True)
+    tensor_copy(s, t, op="copy")
+    return s
+
+
+def psum_accumulate(run, dst: NkiTensor, result: torch.Tensor, accumulate, legacy: bool, op: str) -> None:
+    """TensorE's read-add-write into PSUM: overwrite or accumulate per element (see the module docstring)."""
     d = dst.data
     result = result.reshape(dst.shape)
-    if legacy:
+    state = psum_state_of(dst)
+    uniform = isinstance(state, int)
+
+    def any_of(v):
+        return (state == v) if uniform else bool((state == v).any())
+
+    if legacy:  # beta 1's `psum += ...`: the first write of an accumulation overwrites (fresh PSUM is garbage)
+        acc = state != NEVER
+    elif accumulate is None:
+        acc = state == MATMUL
+    elif accumulate:
+        if any_of(NEVER):
+            fail("err_matmul_accumulate_uninitialized",
+                 f"'{op}' with accumulate=True onto {dst.describe()}, which no matmul has written: undefined "
+                 "behavior on every NeuronCore", "start the accumulation with accumulate=False (or leave "
+                 "accumulate=None)")
+        if run.gen.version < 4 and any_of(OTHER):
+            fail("err_matmul_accumulate_non_matmul",
+                 f"'{op}' accumulates onto PSUM {dst.describe()} last written by a non-matmul instruction (memset, "
+                 f"tensor_copy, ...): undefined behavior on {run.gen.name}",
+                 "start the accumulation with a matmul (accumulate=False) instead of initializing PSUM")
         acc = True
     else:
-        state = psum_state_of(dst)
-        uniform = isinstance(state, int)
-        if accumulate is None:
-            acc = (state == MATMUL) if uniform else (state == MATMUL)
-        elif accumulate:
-            if (state == NEVER) if uniform else bool((state == NEVER).any()):
-                fail("err_matmul_accumulate_uninitialized",
-                     f"'{op}' with accumulate=True onto {dst.describe()}, which no matmul has written: undefined "
-                     "behavior on every NeuronCore", "start the accumulation with accumulate=False (or leave "
-                     "accumulate=None)")
-            if run.gen.version < 4 and ((state == OTHER) if uniform else bool((state == OTHER).any())):
-                fail("err_matmul_accumulate_non_matmul",
-                     f"'{op}' accumulates onto PSUM {dst.describe()} last written by a non-matmul instruction (memset, "
-                     f"tensor_copy, ...): undefined behavior on {run.gen.name}",
-                     "start the accumulation with a matmul (accumulate=False) instead of initializing PSUM")
-            acc = True
-        else:
-            acc = False
+        acc = False
     if isinstance(acc, torch.Tensor):
         if bool(acc.all()):
             acc = True
@@ -401,7 +419,7 @@ def _all_int(*tiles) -> bool:
 
 
 def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op, engine=None, *, name="tensor_tensor",
-                  where=None) -> None:
+                  where=None, accumulate: bool = False) -> None:
     run = current()
     opname, fn = ops.binary(op)
     exact_int = _all_int(data1, data2) and dst.dtype in (dt.int32, dt.uint32)
@@ -418,7 +436,7 @@ def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op, engine
     else:
         a, b = read(data1), read(data2).reshape(data1.shape)
         value = fn(a, b)
-    run.issue(eng, _stream(run, eng, data1, 2), reads=(data1, data2), writes=(dst,))
+    run.issue(eng, _stream(run, eng, data1, 2), reads=(data1, data2), writes=(dst,), accumulate=accumulate)
     write(dst, _partition_shaped(value, dst), where)
 
 
@@ -498,6 +516,40 @@ def tensor_reduce(dst: NkiTensor, op, data: NkiTensor, axis, negate=False, keepd
              f"{list(value.shape)}, dst is {dst.describe()}", "size dst to the reduced shape (keep the partition dim)")
     run.issue("VectorE", _stream(run, "VectorE", data), reads=(data,), writes=(dst,))
     write(dst, value.reshape(dst.shape), where)
+
+
+_REDUCE_IDENTITY = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "maximum": float("-inf"), "minimum": float("inf")}
+
+
+def tensor_scalar_reduce(dst: NkiTensor, data: NkiTensor, op0, operand0, reduce_op, reduce_res=None,
+                         reverse0=False, reduce_cmd=None, reduce_init=None, reduce_res_negate=False, *,
+                         name="tensor_scalar_reduce") -> None:
+    """dst = data op0 operand0, and VectorE's accumulator registers reduce it along the free axes into reduce_res."""
+    run = current()
+    _on_chip_operands(run, name, "VectorE", {"dst": dst, "data": data, "reduce_res": reduce_res})
+    checks.same_partitions(name, ("data", "dst"), (data, dst))
+    checks.same_free_elements(name, ("data", "dst"), (data, dst))
+    p = data.shape[0]
+    checks.vector_operand(name, "operand0", operand0, p)
+    _, f0 = ops.binary(op0, "op0")
+    red_name, red = ops.reduction("add" if ops.name_of(reduce_op) == "subtract" else reduce_op, "reduce_op")
+    x = read(data)
+    x = _apply_scalar(f0, x, _scalar_operand(scalar_or_vector(operand0, p), p, x), reverse0)
+    cmd = getattr(reduce_cmd, "name", reduce_cmd) or "reset_reduce"
+    regs = run.reduce_regs.get("VectorE")
+    if cmd == "reset_reduce" or regs is None or regs.shape[0] != p:
+        regs = torch.full((p, 1), _REDUCE_IDENTITY.get(red_name, 0.0), dtype=torch.float32, device=run.device)
+    if cmd == "load_reduce":
+        regs = _bcast(scalar_or_vector(reduce_init, p), 2) * torch.ones((p, 1), device=run.device)
+    part = red(x.reshape(p, -1), [1], True)
+    regs = red(torch.cat([regs, part], dim=1), [1], True)
+    run.reduce_regs["VectorE"] = regs
+    reads = (data,) + ((operand0,) if isinstance(operand0, NkiTensor) else ())
+    writes = (dst,) + ((reduce_res,) if reduce_res is not None else ())
+    run.issue("VectorE", _stream(run, "VectorE", data), reads=reads, writes=writes)
+    write(dst, _partition_shaped(x, dst))
+    if reduce_res is not None:
+        write(reduce_res, (-regs if reduce_res_negate else regs).reshape(reduce_res.shape))
 
 
 def reciprocal(dst: NkiTensor, data: NkiTensor, *, name="reciprocal") -> None:

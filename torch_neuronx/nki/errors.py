@@ -60,5 +60,9 @@ class NkiCapacityError(NkiError):
     """Live tiles of a kernel do not fit the NeuronCore's SBUF or PSUM."""
 
 
+class NkiCapacityWarning(UserWarning):
+    """Live tiles of a beta-1 kernel do not fit SBUF or PSUM: its compiler spilled them (slow)."""
+
+
 def fail(rule: str, message: str, fix: str = "", loc=None):
     raise NkiError(rule, message, fix, loc if loc is not None else user_location(2))

@@ -35,6 +35,7 @@ ALIASES = {
     "neuronxcc.nki.language": "torch_neuronx.nki.legacy.language",
     "neuronxcc.nki.isa": "torch_neuronx.nki.legacy.isa",
     "neuronxcc.nki.typing": "torch_neuronx.nki.typing",
+    "neuronxcc.nki.compiler": "torch_neuronx.nki.legacy.compiler",
 }
 _ROOTS = ("nki", "neuronxcc")
 _PLACEHOLDER_MARK = b"WRONG PACKAGE"

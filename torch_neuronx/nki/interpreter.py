@@ -147,10 +147,10 @@ class Run:
 
     def _affine_write(self, t: NkiTensor, accumulate: bool) -> None:
         """Beta-1 rule: iterations of an affine_range loop run in parallel and must write distinct locations
-        of every tensor made outside the loop (err_unexpected_output_dependencies); accumulating matmul
-        results into PSUM (`psum += ...`) is the one exception."""
+        of every tensor made outside the loop (err_unexpected_output_dependencies); associative accumulations
+        are the exception: matmul results into PSUM (`psum += ...`) and nl.loop_reduce."""
         a = t._alloc
-        if accumulate and a.buffer.value == "psum":
+        if accumulate:
             return
         for depth, frame in enumerate(self.loops):
             if frame.kind != "affine" or a.loop_depth > self.affine_depth_at(depth):

@@ -94,7 +94,14 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
     engines.dma_copy(dst, view, op="dma_transpose", dge_mode=dge_mode, oob_mode=oob_mode)
 
 
-def tensor_copy(dst, src, engine=engine.unknown, name=None):
+def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
+    """`dtype=` (NKI 0.2 tutorials pass it) must be dst's dtype: the destination decides the conversion."""
+    if dtype is not None:
+        from . import dtypes as dt
+        from .errors import fail
+        if dt.lookup(dtype) != dst.dtype:
+            fail("err_tensor_copy_dtype", f"tensor_copy(dtype={dt.lookup(dtype)}) into {dst.describe()} of dtype "
+                 f"{dst.dtype}: the destination's dtype is the result's", "drop dtype= or allocate dst in that dtype")
     engines.tensor_copy(dst, src, engine)
 
 
@@ -145,6 +152,12 @@ def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=None, reduc
     engines.exponential(dst, src, max_value, reduce_res, reduce_cmd, reduce_init)
 
 
+def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, reverse0=False,
+                         reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, reduce_res_negate=False, name=None):
+    engines.tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0, reduce_cmd, reduce_init,
+                                 reduce_res_negate)
+
+
 def reciprocal(dst, data, name=None):
     engines.reciprocal(dst, data)
 
@@ -174,7 +187,7 @@ def _unsupported(name):
 
 for _name in ("nc_matmul_mx", "tensor_partition_reduce", "tensor_scalar_cumulative", "activate2", "local_gather",
               "nc_n_gather", "tensor_tensor_scan", "nc_stream_shuffle", "rng", "dropout", "set_rng_seed",
-              "rand_set_state", "rand_get_state", "rand2", "max8", "sequence_bounds", "tensor_scalar_reduce",
+              "rand_set_state", "rand_get_state", "rand2", "max8", "sequence_bounds",
               "core_barrier", "dma_compute", "quantize_mx", "range_select", "select_reduce", "sendrecv",
               "register_alloc", "register_move", "register_load", "register_store", "nc_find_index8",
               "nc_match_replace8", "nonzero_with_count", "topk"):

@@ -128,7 +128,10 @@ def _filled(shape, dtype, buffer, value, name):
         fail("err_hbm_tensor_with_init_value_not_supported", "Creating HBM tensor with init value is not supported.",
              "create it with nl.ndarray(..., buffer=nl.shared_hbm) and initialize it with nl.store / nisa.dma_copy")
     t = new_allocation(run, shape, dtype, buffer, name, user_location(2))
-    engines.memset(t, value, op="zeros" if value == 0 else "full")
+    import itertools
+    blocks = t.shape[:t.pdim]   # beta-1 block dimensions: one memset per tile
+    for index in itertools.product(*[range(b) for b in blocks]):
+        engines.memset(t[index] if index else t, value, op="zeros" if value == 0 else "full")
     return t
 
 
@@ -462,6 +465,7 @@ def matmul(x, y, transpose_x=False, mask=None, **kwargs):
     """x @ y (x.T @ y with transpose_x=True) on TensorE into a new fp32 PSUM tile; without transpose_x, x is
     first transposed on TensorE (as the compiler inserts)."""
     run = interpreter.current()
+    x, y = _in_sbuf(run, x), _in_sbuf(run, y)
     if not transpose_x:
         xt_ps = engines.new_tile(run, (x.shape[1], x.shape[0]), x.dtype, psum)
         engines.nc_transpose(xt_ps, x, op="matmul")
@@ -471,6 +475,15 @@ def matmul(x, y, transpose_x=False, mask=None, **kwargs):
     out = engines.new_tile(run, (checks.free_size(x), checks.free_size(y)), float32, psum, temporary=True)
     engines.nc_matmul(out, x, y, accumulate=False, op="matmul")
     return out
+
+
+def _in_sbuf(run, t):
+    """An operand of a convenience call in SBUF: a PSUM tile is copied there first (as the compiler does)."""
+    if t.buffer is not psum:
+        return t
+    s = engines.new_tile(run, t.shape, t.dtype, sbuf)
+    engines.tensor_copy(s, t, op="copy")
+    return s
 
 
 def transpose(x, dtype=None, mask=None, **kwargs):
@@ -567,10 +580,11 @@ def device_print(print_prefix, tensor, mask=None, **kwargs):
 
 
 def static_cast(x, dtype):
-    """beta 1: a NumPy array converted on the host (nl.static_cast(np_array, nl.bfloat16))."""
+    """beta 1: a NumPy array converted on the host (nl.static_cast(np_array, nl.bfloat16)): a NumPy array where
+    NumPy has the dtype, else a CPU torch tensor (bfloat16, fp8)."""
     d = _dt.lookup(dtype)
-    t = torch.as_tensor(np.asarray(x, dtype=np.float32))
-    return _dt.round_to(t, d)
+    t = _dt.round_to(torch.as_tensor(np.asarray(x, dtype=np.float32)), d)
+    return t.numpy() if d.dtype is not None else t
 
 
 def _unsupported(name):
@@ -580,7 +594,7 @@ def _unsupported(name):
     return f
 
 
-for _name in ("dropout", "random_seed", "gather_flattened", "while_loop", "atomic_rmw", "all_reduce", "loop_reduce"):
+for _name in ("dropout", "random_seed", "gather_flattened", "while_loop", "atomic_rmw", "all_reduce"):
     globals()[_name] = _unsupported(_name)
 
 import types as _types  # noqa: E402

@@ -13,7 +13,7 @@ from __future__ import annotations
 from .. import typing  # noqa: F401
 from ..errors import NkiError  # noqa: F401
 from ..kernel import Kernel, Launch, simulate_numpy
-from . import isa, language  # noqa: F401
+from . import compiler, isa, language  # noqa: F401
 
 
 def jit(func=None, mode: str = "auto", **kwargs):
@@ -27,6 +27,8 @@ trace = jit
 
 
 def _launch(kernel) -> Launch:
+    if isinstance(kernel, _Baremetal):
+        return kernel.launch
     if isinstance(kernel, Launch):
         return kernel
     if not isinstance(kernel, Kernel):
@@ -40,32 +42,50 @@ def simulate_kernel(kernel, *args, **kwargs):
     return simulate_numpy(launch.kernel, launch.grid, launch.kernel.bind(args, kwargs))
 
 
+class _Baremetal:
+    """nki.baremetal(kernel)[grid](*np_arrays): on Trainium it runs the kernel on a NeuronCore; here it runs on
+    the emulated core (the same as simulate_kernel)."""
+
+    def __init__(self, launch: Launch):
+        self.launch = launch
+
+    def __getitem__(self, grid):
+        return _Baremetal(self.launch.kernel[grid])
+
+    def __call__(self, *args, **kwargs):
+        return simulate_kernel(self.launch, *args, **kwargs)
+
+
 def baremetal(kernel=None, **kwargs):
-    """nki.baremetal(kernel): on Trainium it runs the kernel on a NeuronCore with NumPy arrays; here it runs on the
-    emulated core (the same as simulate_kernel)."""
     if kernel is None:
         return lambda k: baremetal(k, **kwargs)
-    launch = _launch(kernel)
+    return _Baremetal(_launch(kernel))
 
-    class _Baremetal:
-        def __getitem__(self, grid):
-            inner = launch.kernel[grid]
-            return lambda *a, **k: simulate_numpy(inner.kernel, inner.grid, inner.kernel.bind(a, k))
 
-        def __call__(self, *a, **k):
-            return simulate_numpy(launch.kernel, launch.grid, launch.kernel.bind(a, k))
+class _DeviceOnly:
+    """nki.benchmark / nki.profile: decorating works (test modules do it at import); running says why not."""
 
-    return _Baremetal()
+    def __init__(self, what: str, kernel=None):
+        self.what, self.kernel = what, kernel
+
+    def __call__(self, *args, **kwargs):
+        if self.kernel is None and len(args) == 1 and not kwargs and callable(args[0]):
+            return _DeviceOnly(self.what, args[0])
+        raise NotImplementedError(
+            f"nki.{self.what} measures a kernel on a NeuronCore; the emulator has none. The estimated cost per engine "
+            "is in torch_neuronx.nki.statistics() and in torch.profiler's `nki <kernel> [estimate ...]` ranges "
+            "(docs/nki.md); nki.simulate_kernel / nki.baremetal run the kernel")
+
+    def __getitem__(self, grid):
+        return self
 
 
 def benchmark(kernel=None, **kwargs):
-    raise NotImplementedError("nki.benchmark measures a kernel on a NeuronCore; the emulator has none. For the "
-                              "estimated cost per engine see torch_neuronx.nki.statistics() (docs/nki.md)")
+    return _DeviceOnly("benchmark", kernel)
 
 
 def profile(func=None, **kwargs):
-    raise NotImplementedError("nki.profile captures a device profile; the emulator has none. Use torch.profiler "
-                              "(the `nki <kernel> [estimate ...]` ranges) or torch_neuronx.nki.statistics()")
+    return _DeviceOnly("profile", func)
 
 
 tensor = language.NkiTensor

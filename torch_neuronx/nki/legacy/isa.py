@@ -83,6 +83,13 @@ def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, 
     return out
 
 
+def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None,
+                         **kwargs):
+    out = _tile(data.shape, dtype or data.dtype)
+    engines.tensor_scalar_reduce(out, data, op0, operand0, reduce_op, reduce_res, reverse0)
+    return out
+
+
 def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
     axes = engines._axes(axis, data.ndim, "tensor_reduce", data)
     shape = [1 if a in axes else s for a, s in enumerate(data.shape)] if keepdims else \
@@ -146,11 +153,12 @@ def iota(expr, dtype, *, mask=None, **kwargs):
 
 
 def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, **kwargs):
-    """on_true_tile where the affine predicate holds, on_false_value elsewhere (GpSimd)."""
+    """on_true_tile where the affine predicate holds, on_false_value elsewhere (GpSimd). Beta 1 documents no memory
+    rule for on_true_tile and its flash attention passes PSUM scores (NKI 0.3+ requires SBUF)."""
     import torch
     from .. import checks, cost
     run = current()
-    checks.memory("affine_select", "on_true_tile", on_true_tile, (sbuf,))
+    checks.memory("affine_select", "on_true_tile", on_true_tile, (sbuf, psum))
     out = _tile(on_true_tile.shape, dtype or on_true_tile.dtype)
     p = predicate_values(pred, on_true_tile.shape).to(run.device)
     x = engines.read(on_true_tile)
@@ -184,5 +192,5 @@ def _unsupported(name):
 
 for _name in ("builtin_custom_op", "dropout", "local_gather", "max8", "nc_find_index8", "nc_match_replace8",
               "nc_stream_shuffle", "range_select", "select_reduce", "sequence_bounds", "tensor_copy_dynamic_dst",
-              "tensor_copy_dynamic_src", "tensor_partition_reduce", "tensor_scalar_reduce", "tensor_tensor_scan"):
+              "tensor_copy_dynamic_src", "tensor_partition_reduce", "tensor_tensor_scan"):
     globals()[_name] = _unsupported(_name)

@@ -20,6 +20,26 @@ def affine_range(start, stop=None, step=1, **kwargs):
     return _loop("affine", (start, stop, step) if stop is not None else (start,))
 
 
+class LoopReduce:
+    """nl.loop_reduce(x, op, loop_indices): `dst[...] = nl.loop_reduce(...)` makes dst = op(x, dst) (the
+    destination is the right operand, beta-1 docs); the assignment issues that VectorE instruction."""
+
+    _nki_pending_assignment = True
+
+    def __init__(self, x, op, dtype, mask):
+        self.x, self.op, self.dtype, self.mask = x, op, dtype, mask
+
+    def assign_to(self, dst) -> None:
+        from .. import engines
+        from ..language import _masking
+        (d, x), where = _masking(self.mask, dst, self.x)
+        engines.tensor_tensor(d, x, d, self.op, name="loop_reduce", where=where, accumulate=True)
+
+
+def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
+    return LoopReduce(x, op, dtype, mask)
+
+
 def nc(n):
     """nl.nc(n): a logical NeuronCore launch dimension; the grid's programs run one after another here."""
     return int(n)
@@ -30,5 +50,5 @@ def spmd_dim(*sizes):
     return math.prod(int(s) for s in sizes)
 
 
-__all__ = list(_current_all) + ["affine_range", "arange", "mgrid", "par_dim", "nc", "spmd_dim", "IndexExpr",
+__all__ = [n for n in _current_all if n != "loop_reduce"] + ["loop_reduce", "affine_range", "arange", "mgrid", "par_dim", "nc", "spmd_dim", "IndexExpr",
                                 "MaskExpr"]

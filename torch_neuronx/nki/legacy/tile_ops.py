@@ -40,7 +40,7 @@ def accumulate(dst: NkiTensor, value, op: str):
     if (op == "add" and dst.buffer is psum and isinstance(value, NkiTensor) and value.buffer is psum
             and value._alloc.temporary):
         run.issue_free(writes=(dst,), accumulate=True)
-        engines.write(dst, engines.read(dst) + engines.read(value).reshape(dst.shape), state=engines.MATMUL)
+        engines.psum_accumulate(run, dst, engines.read(value), None, True, "+=")
         return dst
     engines.assign(dst, getattr(nl, op)(dst, value, dtype=dst.dtype))
     return dst
