@@ -17,6 +17,7 @@ import neuronxcc.nki as bnki
 import neuronxcc.nki.language as bnl
 import neuronxcc.nki.typing as nt
 from torch_neuronx.nki import NkiCapacityError, NkiError
+from torch_neuronx.nki.errors import NkiCapacityWarning
 
 DEV = "neuron"
 
@@ -244,6 +245,29 @@ def test_sbuf_capacity_of_live_tiles(monkeypatch):
     monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn1")   # NeuronCore-v2: 192 KiB per partition
     e = raises_at("err_sbuf_capacity", sbuf_overflow, t(128, 4))
     assert "196608 bytes per partition" in str(e)
+
+
+@bnki.jit
+def beta1_psum_blocks(a):
+    """As AWS's attention tutorial v3: a PSUM tensor of 16 block tiles (32 KiB per partition) live at once."""
+    out = bnl.ndarray((128, 512), dtype=bnl.float32, buffer=bnl.shared_hbm)
+    sa = bnl.load(a)
+    qk = bnl.ndarray((16, bnl.par_dim(128), 512), dtype=bnl.float32, buffer=bnl.psum)  # <-
+    for i in bnl.affine_range(16):
+        qk[i] = bnki.isa.nc_matmul(sa[:, 0:128], sa)
+    acc = bnl.zeros((128, 512), dtype=bnl.float32)
+    for i in bnl.sequential_range(16):
+        acc[...] = acc + qk[i]
+    bnl.store(out, value=acc)
+    return out
+
+
+def test_beta1_capacity_overflow_warns_as_its_compiler_spilled():
+    a = t(128, 512)
+    with pytest.warns(NkiCapacityWarning, match=r"(?s)\[err_psum_capacity\].*spills the overflow to SBUF"):
+        out = beta1_psum_blocks(a)
+    ac = a.cpu()
+    torch.testing.assert_close(out.cpu(), 16 * (ac[:, :128].T @ ac), rtol=1e-4, atol=1e-3)
 
 
 @nki.jit

@@ -21,7 +21,6 @@ import nki.isa as nisa
 import nki.language as nl
 import neuronxcc.nki as bnki
 import neuronxcc.nki.language as bnl
-import neuronxcc.nki.isa as bnisa
 import neuronxcc.nki.typing as nt
 
 DEV = "neuron"

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 import torch
@@ -19,11 +18,10 @@ import nki.language as nl
 import neuronxcc.nki as bnki
 import neuronxcc.nki.language as bnl
 import neuronxcc.nki.typing as nt
-import torch_neuronx
 import torch_neuronx.nki as tnki
 from torch_neuronx import nki_op, wrap_nki
 
-from helpers import ROOT, run_python
+from helpers import run_python
 
 DEV = "neuron"
 
@@ -47,12 +45,12 @@ def scaled_add(a, b, scale):
 def test_kernel_called_directly_and_through_wrap_nki():
     a, b = torch.randn(256, 64), torch.randn(256, 64)
     da, db = a.to(DEV), b.to(DEV)
-    out = scaled_add(da, db, 0.5)
+    out = scaled_add(da[:128], db[:128], 0.5)   # one program: 128 rows (views are made contiguous)
     assert out.device == da.device
-    torch.testing.assert_close(out.cpu(), a * 0.5 + b)
-    torch.testing.assert_close(wrap_nki(scaled_add)[2](da, db, scale=2.0).cpu(), a * 2.0 + b)
+    torch.testing.assert_close(out.cpu(), a[:128] * 0.5 + b[:128])
+    torch.testing.assert_close(wrap_nki(scaled_add)[2](da, db, scale=2.0).cpu(), a * 2.0 + b)  # two programs
     torch.testing.assert_close(da.cpu(), a)  # inputs untouched
-    torch.testing.assert_close(scaled_add(a, b, 0.5), a * 0.5 + b)  # CPU tensors run on the emulated core too
+    torch.testing.assert_close(scaled_add[2](a, b, 0.5), a * 0.5 + b)  # CPU tensors run on the emulated core too
 
 
 def test_tensors_on_two_devices_are_rejected():
@@ -155,6 +153,13 @@ def test_compiled_kernel_is_one_graph_node():
     torch.testing.assert_close(compiled(a, b).cpu(), f(a, b).cpu())
 
 
+def test_kernel_errors_surface_unchanged_under_compile():
+    compiled = torch.compile(lambda p: scaled_add(p, p, 1.0), backend="neuron", fullgraph=True)
+    with pytest.raises(tnki.NkiError, match="number of partitions 256 exceed") as info:
+        compiled(torch.randn(256, 8, device=DEV))   # one program for 256 rows: the dry run at trace time
+    assert info.value.rule == "err_num_partition_exceed_arch_limit"
+
+
 def test_compiled_training_with_nki_op_and_in_place():
     def step(x, w, y):
         loss = square(x @ w).mean()
@@ -221,6 +226,29 @@ def test_kernels_reach_device_memory_only_through_the_host_bridge():
     assert r.returncode == 0 and "ok 2.0" in r.stdout, r.stderr[-3000:]
 
 
+INSTANCE_SCRIPT = """
+import sys
+sys.path.insert(0, "tests")
+import torch, nki, nki.language as nl
+import torch_neuronx.nki as tnki
+from test_nki_torch import scaled_add
+a = torch.randn(128, 8, device="neuron")
+scaled_add(a, a, 1.0)
+print(tnki.statistics()["scaled_add"].generation, nl.tile_size.sbuf_fmax_bytes)
+try:
+    scaled_add[2](a, a, 1.0)
+except tnki.NkiError as e:
+    print(e.rule)
+"""
+
+
+@pytest.mark.parametrize("instance,expect", [("trn1.2xlarge", "NeuronCore-v2 196608 err_lnc_launch"),
+                                             ("trn3-gen2", "NeuronCore-v4 262144")])
+def test_generation_follows_the_emulated_instance(instance, expect):
+    r = run_python(INSTANCE_SCRIPT, env={"TORCHNEURON_INSTANCE": instance}, timeout=300)
+    assert r.returncode == 0 and r.stdout.split() == expect.split(), r.stdout + r.stderr[-3000:]
+
+
 IMPORT_BEFORE_TORCH = """
 import sys
 import nki, nki.language as nl, nki.isa as nisa
@@ -285,7 +313,7 @@ def _torchrun_worker() -> None:
     a, b = torch.randn(256, 32), torch.randn(256, 32)
     out = scaled_add[2](a.to(device), b.to(device), 3.0)
     assert out.device == device
-    compiled = torch.compile(lambda p, q: scaled_add(p, q, 3.0), backend="neuron", fullgraph=True)
+    compiled = torch.compile(lambda p, q: scaled_add[2](p, q, 3.0), backend="neuron", fullgraph=True)
     torch.testing.assert_close(compiled(a.to(device), b.to(device)), out)
     dist.all_reduce(out)
     expect = torch.zeros(256, 32)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from . import isa, language, typing  # noqa: F401
 from .cost import reset_statistics, statistics  # noqa: F401
-from .errors import NkiCapacityError, NkiError  # noqa: F401
+from .errors import NkiCapacityError, NkiCapacityWarning, NkiError  # noqa: F401
 from .kernel import Kernel, jit, simulate  # noqa: F401
 from .torch_glue import nki_op, wrap_nki  # noqa: F401
 

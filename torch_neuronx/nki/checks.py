@@ -90,13 +90,15 @@ def memory(op: str, name: str, t: NkiTensor, allowed: tuple) -> None:
         spaces = "|".join(sorted({"hbm" if b in HBM else b.value for b in allowed}))
         got = "hbm" if t.buffer in HBM else t.buffer.value
         fail("err_unsupported_memory",
-             f"Expected operand '{name}' of '{op}' to be in address space '{spaces}', but got a tile in '{got}' instead.",
+             f"Expected operand '{name}' of '{op}' to be in address space '{spaces}', but got a tile in '{got}' "
+             "instead.",
              _MEMORY_FIX.get((op, name), f"move '{name}' to {spaces} first (nl.load / nisa.dma_copy from HBM, "
                                          "nisa.tensor_copy out of PSUM)"))
 
 
 _MEMORY_FIX = {
-    ("load", "src"): "nl.load reads HBM tensors; an on-chip tile is already loaded (use it directly or nisa.tensor_copy)",
+    ("load", "src"): "nl.load reads HBM tensors; an on-chip tile is already loaded (use it directly, or "
+                     "nisa.tensor_copy)",
     ("nc_matmul", "dst"): "nc_matmul writes PSUM: allocate dst with buffer=nl.psum, then copy it to SBUF "
                           "(nisa.tensor_copy)",
     ("nc_matmul", "stationary"): "TensorE reads its inputs from SBUF: nisa.tensor_copy the PSUM tile to SBUF first",
@@ -314,7 +316,8 @@ def capacity(run) -> None:
             continue
         def size(a):
             return a.partition_bytes if buf is sbuf else -(-a.partition_bytes // gen.psum_bank_bytes)
-        events = sorted([(a.first, 1, i) for i, a in enumerate(live)] + [(a.last + 1, 0, i) for i, a in enumerate(live)])
+        events = sorted([(a.first, 1, i) for i, a in enumerate(live)] +
+                        [(a.last + 1, 0, i) for i, a in enumerate(live)])
         used, peak, cur, over = 0, 0, set(), None
         for step, kind, i in events:
             if kind == 1:

@@ -277,7 +277,8 @@ def assign(dst: NkiTensor, value) -> None:
             value = broadcast_free(value, ds_)
         elif value.size > dst.size:
             fail("err_store_dst_shape_smaller_than_other_shape",
-                 f"Illegal assignment destination shape in 'a = b': shape [{', '.join(map(str, ds_))}] of parameter 'a' "
+                 f"Illegal assignment destination shape in 'a = b': shape [{', '.join(map(str, ds_))}] of "
+                 f"parameter 'a' "
                  f"is smaller than other parameter shapes b[{', '.join(map(str, vs))}].",
                  "assign to a destination of the value's shape (or reduce the value first)")
     if value._alloc.temporary and value.buffer in ON_CHIP and dst.buffer in ON_CHIP:
@@ -704,7 +705,10 @@ def activation(dst: NkiTensor, op, data: NkiTensor, bias=None, scale=1.0, reduce
     if cmd in ("reduce", "reset_reduce"):
         flat = out.reshape(p, -1)
         part = red(flat, [1], True)
-        regs = red(torch.cat([regs, part], dim=1), [1], True) if ops.name_of(reduce_op or "add") != "add" else regs + part
+        if ops.name_of(reduce_op or "add") == "add":
+            regs = regs + part
+        else:
+            regs = red(torch.cat([regs, part], dim=1), [1], True)
     run.reduce_regs["ScalarE"] = regs
     if reduce_res is not None:
         checks.same_partitions(name, ("data", "reduce_res"), (data, reduce_res))

@@ -40,8 +40,11 @@ def format_location(loc: tuple[str, int]) -> tuple[str, str]:
     return f"{os.path.basename(filename)}:{line}", (f"  {line} | {text}" if text else "")
 
 
-class NkiError(Exception):
-    """A kernel broke an NKI rule. `rule`: the rule's name; `filename`/`lineno`: the kernel line."""
+class NkiError(AssertionError):
+    """A kernel broke an NKI rule. `rule`: the rule's name; `filename`/`lineno`: the kernel line.
+
+    An AssertionError, as AWS's NKI simulator raises for its checks; torch.compile passes it through unchanged
+    (Dynamo re-raises AssertionErrors, where it would wrap other errors of code it traces)."""
 
     def __init__(self, rule: str, message: str, fix: str = "", loc: tuple[str, int] | None = None):
         self.rule = rule

@@ -17,13 +17,13 @@ from __future__ import annotations
 import itertools
 import math
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from . import cost as cost_model
 from . import target
-from .errors import NkiError, fail
+from .errors import fail
 from .memory import HBM, ON_CHIP, Allocation, NkiTensor, contiguous_strides, shared_hbm
 
 _local = threading.local()
@@ -236,4 +236,4 @@ def launch_run(run: Run, hbm_args: dict, constants: dict):
     return result
 
 
-__all__ = ["Run", "current", "active", "launch_run", "loop", "NkiError"]
+__all__ = ["Run", "current", "active", "launch_run", "loop"]

@@ -40,7 +40,8 @@ class Kernel:
         self.__wrapped__ = func
         self.sign = inspect.signature(func)
         self.arg_names = tuple(self.sign.parameters)
-        self.defaults = {n: p.default for n, p in self.sign.parameters.items() if p.default is not inspect.Parameter.empty}
+        self.defaults = {n: p.default for n, p in self.sign.parameters.items()
+                         if p.default is not inspect.Parameter.empty}
         from .typing import is_mutable_annotation
         self.mutable_params = frozenset(n for n, p in self.sign.parameters.items()
                                         if is_mutable_annotation(p.annotation))
@@ -106,6 +107,10 @@ class Launch:
     def func(self):
         return self.kernel.func
 
+    def __getitem__(self, grid) -> "Launch":
+        """wrap_nki(kernel)[grid]: the same kernel on another launch grid."""
+        return self.kernel[grid]
+
     def __call__(self, *args, **kwargs):
         kernel = self.kernel
         run = None if torch.compiler.is_compiling() else interpreter.active()
@@ -118,12 +123,16 @@ class Launch:
         bound = kernel.bind(args, kwargs)
         values = list(bound.values())
         if any(isinstance(v, torch.Tensor) for v in values):
-            from . import torch_glue
-            return torch_glue.call(kernel, self.grid, bound)
+            return torch_launch(kernel, self.grid, bound)
         if any(isinstance(v, np.ndarray) for v in values):
             return simulate_numpy(kernel, self.grid, bound)
         fail("err_kernel_launch", f"kernel {kernel.__name__} was called without tensors",
              "call it with torch tensors (on 'neuron' or 'cpu') or NumPy arrays", loc=_func_loc(kernel.func))
+
+
+def torch_launch(kernel: Kernel, grid: tuple, bound: dict):
+    """A launch with torch tensors (torch_glue.call, which replaces this at import: one custom op)."""
+    raise RuntimeError("torch_neuronx.nki.torch_glue is not loaded")
 
 
 def check_grid(kernel: Kernel, grid: tuple, gen) -> None:

@@ -23,11 +23,12 @@ from . import engines
 from . import interpreter
 from . import operators as _ops
 from . import target as _target
-from .dtypes import (DType, bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu, float16,
-                     float32, int8, int16, int32, tfloat32, uint8, uint16, uint32)
+from .dtypes import (  # noqa: F401  (the API's dtypes)
+    DType, bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu, float16, float32, int8, int16,
+    int32, tfloat32, uint8, uint16, uint32)
 from .errors import fail, user_location
-from .memory import (DynamicSlice, MemoryRegion, NkiTensor, ds, hbm, new_allocation, private_hbm, psum, sbuf,
-                     shared_hbm)
+from .memory import (  # noqa: F401  (the API's buffers, views)
+    DynamicSlice, MemoryRegion, NkiTensor, ds, hbm, new_allocation, private_hbm, psum, sbuf, shared_hbm)
 from .memory import HBM as _HBM, ON_CHIP as _ON_CHIP
 
 float8_e5m2_x4 = "float8_e5m2_x4"
@@ -87,7 +88,7 @@ class _TileSize:
     psum_bank_fmax = property(lambda self: self._gen().psum_bank_fmax)
     psum_bank_fmax_bytes = property(lambda self: self._gen().psum_bank_bytes)
     gemm_stationary_fmax = property(lambda self: self._gen().gemm_stationary_fmax)
-    gemm_moving_fmax = property(lambda self: self._gen().psum_bank_fmax)
+    gemm_moving_fmax = property(lambda self: self._gen().gemm_moving_fmax(4))   # fp32 dst; v4: 8 banks
     bn_stats_fmax = property(lambda self: self._gen().bn_stats_fmax)
     bn_stats_dim = 6
     bn_aggr_dim = 2

@@ -12,7 +12,7 @@ import torch
 
 from . import dtypes as dt
 from . import interpreter
-from .errors import NkiError, fail
+from .errors import fail
 from .kernel import Kernel, check_grid, _func_loc
 from .memory import Allocation, NkiTensor, shared_hbm
 
@@ -106,4 +106,4 @@ def _returned(kernel: Kernel, result) -> tuple[list, bool]:
     return items, single
 
 
-__all__ = ["execute", "ResultSpec", "NkiError"]
+__all__ = ["execute", "ResultSpec"]

@@ -60,7 +60,8 @@ def region(buffer, what: str = "buffer") -> MemoryRegion:
 class Allocation:
     """The storage of one tensor (flat, in its dtype) and what the checks track about it."""
 
-    __slots__ = ("buffer", "flat", "dtype", "shape", "pdim", "name", "loc", "first", "last", "psum_state", "psum_uniform",
+    __slots__ = ("buffer", "flat", "dtype", "shape", "pdim", "name", "loc", "first", "last", "psum_state",
+                 "psum_uniform",
                  "param", "mutable", "written", "temporary", "loop_depth", "writers", "output_slot",
                  "_as_dtype", "partitions", "partition_bytes")
 
@@ -213,7 +214,8 @@ class NkiTensor:
         if d is None:
             if self._oob is not None:
                 fail("err_tensor_access_out_of_bound", self._oob,
-                     "correct the indices, or mask the instruction (mask=index < size) to leave out the out-of-bound part")
+                     "correct the indices, or mask the instruction (mask=index < size) to leave out the "
+                     "out-of-bound part")
             if self._indirect is not None:
                 fail("err_indirect_indices_are_not_supported_with_nki_api",
                      f"{self.describe()} uses indirect (vector_offset) addressing: only DMA (nisa.dma_copy, "
@@ -253,7 +255,8 @@ class NkiTensor:
     def permute(self, dims) -> "NkiTensor":
         dims = tuple(int(d) % self.ndim for d in dims)
         if sorted(dims) != list(range(self.ndim)):
-            fail("err_invalid_view", f"permute{dims} of {self.describe()}: dims must be a permutation of 0..{self.ndim - 1}")
+            fail("err_invalid_view",
+                 f"permute{dims} of {self.describe()}: dims must be a permutation of 0..{self.ndim - 1}")
         if self._alloc.on_chip and dims[0] != self.pdim:
             fail("err_invalid_view", f"permute{dims} of on-chip {self.describe()} moves the partition dimension",
                  "keep dim 0 first; transpose partitions with nisa.nc_transpose / nisa.dma_transpose")
@@ -280,7 +283,8 @@ class NkiTensor:
     def squeeze_dim(self, dim: int) -> "NkiTensor":
         dim = int(dim) % self.ndim
         if self.shape[dim] != 1:
-            fail("err_invalid_view", f"squeeze_dim({dim}) of {self.describe()}: dimension {dim} has size {self.shape[dim]}")
+            fail("err_invalid_view",
+                 f"squeeze_dim({dim}) of {self.describe()}: dimension {dim} has size {self.shape[dim]}")
         if self._alloc.on_chip and dim == self.pdim:
             fail("err_invalid_view", f"squeeze_dim({dim}) of on-chip {self.describe()} removes the partition dimension")
         shape, strides = list(self.shape), list(self.strides)
@@ -308,7 +312,8 @@ class NkiTensor:
             fail("err_invalid_view", f"flatten_dims({start_dim}, {end_dim}) of on-chip {self.describe()} merges the "
                  "partition dimension", "flatten free dimensions only (start_dim > 0)")
         for i in range(start_dim, end_dim):
-            if self.shape[i + 1] != 1 and self.shape[i] != 1 and self.strides[i] != self.strides[i + 1] * self.shape[i + 1]:
+            merged = self.strides[i] == self.strides[i + 1] * self.shape[i + 1]
+            if self.shape[i + 1] != 1 and self.shape[i] != 1 and not merged:
                 fail("err_invalid_view", f"flatten_dims({start_dim}, {end_dim}) of {self.describe()}: the dimensions "
                      "are not contiguous in memory", "copy to a contiguous tile first (nisa.tensor_copy)")
         size = math.prod(self.shape[start_dim:end_dim + 1])

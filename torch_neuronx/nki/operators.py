@@ -124,27 +124,22 @@ def name_of(op, what: str = "op") -> str:
     return name
 
 
-def unary(op, what: str = "op"):
+def _lookup(table: dict, op, what: str, kind: str, fix: str):
     name = name_of(op, what)
-    fn = UNARY.get(name)
+    fn = table.get(name)
     if fn is None:
-        fail("err_unsupported_operator", f"{what}={name} is not an activation (unary) function",
-             "use nl.exp, nl.tanh, nl.gelu, nl.copy, ... (see nki.language)")
+        fail("err_unsupported_operator", f"{what}={name} is not {kind}", fix)
     return name, fn
+
+
+def unary(op, what: str = "op"):
+    return _lookup(UNARY, op, what, "an activation (unary) function", "use nl.exp, nl.tanh, nl.gelu, nl.copy, ...")
 
 
 def binary(op, what: str = "op"):
-    name = name_of(op, what)
-    fn = BINARY.get(name)
-    if fn is None:
-        fail("err_unsupported_operator", f"{what}={name} is not a binary operator",
-             "use nl.add, nl.subtract, nl.multiply, nl.divide, nl.maximum, nl.minimum, comparisons, bitwise ops")
-    return name, fn
+    return _lookup(BINARY, op, what, "a binary operator",
+                   "use nl.add, nl.subtract, nl.multiply, nl.divide, nl.maximum, nl.minimum, comparisons, bitwise ops")
 
 
 def reduction(op, what: str = "op"):
-    name = name_of(op, what)
-    fn = REDUCE.get(name)
-    if fn is None:
-        fail("err_unsupported_operator", f"{what}={name} cannot reduce", "reduce with nl.add, nl.maximum, nl.minimum")
-    return name, fn
+    return _lookup(REDUCE, op, what, "a reduction", "reduce with nl.add, nl.maximum, nl.minimum, nl.multiply")

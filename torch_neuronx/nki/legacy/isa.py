@@ -148,7 +148,8 @@ def iota(expr, dtype, *, mask=None, **kwargs):
     out = _tile(shape, dtype)
     from .. import cost
     run.issue("GpSimd", cost.stream_seconds(run.gen, "GpSimd", _free(out), 0, out.dtype), writes=(out,))
-    engines.write(out, v.reshape(shape).to(run.device).float() if out.dtype.is_float else v.reshape(shape).to(run.device))
+    values = v.reshape(shape).to(run.device)
+    engines.write(out, values.float() if out.dtype.is_float else values)
     return out
 
 

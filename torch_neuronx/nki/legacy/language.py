@@ -50,5 +50,5 @@ def spmd_dim(*sizes):
     return math.prod(int(s) for s in sizes)
 
 
-__all__ = [n for n in _current_all if n != "loop_reduce"] + ["loop_reduce", "affine_range", "arange", "mgrid", "par_dim", "nc", "spmd_dim", "IndexExpr",
-                                "MaskExpr"]
+__all__ = [n for n in _current_all if n != "loop_reduce"] + [
+    "loop_reduce", "affine_range", "arange", "mgrid", "par_dim", "nc", "spmd_dim", "IndexExpr", "MaskExpr"]

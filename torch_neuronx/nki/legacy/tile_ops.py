@@ -17,7 +17,8 @@ def _legacy(op: str):
     run = current()
     if not run.legacy:
         fail("err_tensor_operator", f"binary operators on tensors not supported. Use nki.isa directly. "
-             f"(`{op}` on NKI 0.3+ tensors)", "call nisa.tensor_tensor / nisa.tensor_scalar (or nl.add, nl.multiply, ...)"
+             f"(`{op}` on NKI 0.3+ tensors)",
+             "call nisa.tensor_tensor / nisa.tensor_scalar (or nl.add, nl.multiply, ...)"
              "; beta-1 kernels with tile operators run under neuronxcc.nki.jit")
     return run
 
