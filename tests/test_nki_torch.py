@@ -153,6 +153,19 @@ def test_compiled_kernel_is_one_graph_node():
     torch.testing.assert_close(compiled(a, b).cpu(), f(a, b).cpu())
 
 
+def test_launch_plan_is_a_dynamo_constant_without_importing_dynamo():
+    """integrations/dynamo_constant_result.py: torch's decorator still only sets the attribute the shim sets."""
+    import torch._dynamo
+    from torch_neuronx.nki import torch_glue
+
+    def f():
+        return 0
+    assert torch._dynamo.assume_constant_result(f) is f and vars(f) == {"_dynamo_marked_constant": True}
+    assert torch_glue._plan_id._dynamo_marked_constant and torch_glue._plan_layout._dynamo_marked_constant
+    r = run_python("import sys, torch, nki; print('torch._dynamo' in sys.modules)")
+    assert r.stdout.strip() == "False", r.stderr[-2000:]
+
+
 def test_kernel_errors_surface_unchanged_under_compile():
     compiled = torch.compile(lambda p: scaled_add(p, p, 1.0), backend="neuron", fullgraph=True)
     with pytest.raises(tnki.NkiError, match="number of partitions 256 exceed") as info:

@@ -6,22 +6,36 @@ installed, `import nki` and `import neuronxcc.nki` resolve here (importer.py; do
 happens when they are). Kernels run on whole tiles, are checked against the NeuronCore's rules at the line
 that breaks them (checks.py), and report what they would cost (statistics()).
 
-Rooms: target.py (generations), dtypes.py, memory.py (HBM/SBUF/PSUM tensors and views), operators.py,
+Rooms: target.py (generations), dtypes.py, memory.py (HBM/SBUF/PSUM tensors and their views), operators.py,
 engines.py (instruction semantics), checks.py (rules), interpreter.py (a running kernel), cost.py (estimates),
 language.py / isa.py / typing.py (the API), kernel.py (@jit, launches), launcher.py (one launch on host
 tensors), torch_glue.py (PyTorch: wrap_nki, nki_op, the nki::call_kernel op), importer.py (`import nki`).
+
+The API loads on first use (`import torch` loads torch_neuronx, which only installs the import finder here).
 """
 
 from __future__ import annotations
 
-from . import isa, language, typing  # noqa: F401
-from .cost import reset_statistics, statistics  # noqa: F401
-from .errors import NkiCapacityError, NkiCapacityWarning, NkiError  # noqa: F401
-from .kernel import Kernel, jit, simulate  # noqa: F401
-from .torch_glue import nki_op, wrap_nki  # noqa: F401
+import importlib
 
-# NKI 0.3+ spells the tensor class and the dtypes at package level too
-from .language import NkiTensor as tensor  # noqa: F401,E402
+_API = {
+    "jit": "kernel", "simulate": "kernel", "Kernel": "kernel",
+    "statistics": "cost", "reset_statistics": "cost",
+    "NkiError": "errors", "NkiCapacityError": "errors", "NkiCapacityWarning": "errors",
+    "wrap_nki": "torch_glue", "nki_op": "torch_glue",
+    "tensor": "language",
+}
+_SUBMODULES = ("language", "isa", "typing", "legacy")
 
-__all__ = ["jit", "simulate", "language", "isa", "typing", "Kernel", "NkiError", "NkiCapacityError", "statistics",
-           "reset_statistics", "wrap_nki", "nki_op"]
+__all__ = sorted(set(_API) | set(_SUBMODULES))
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nki' (torch_neuronx.nki) has no attribute '{name}'")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), "NkiTensor" if name == "tensor" else name)
+    globals()[name] = value
+    return value

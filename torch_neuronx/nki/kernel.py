@@ -28,6 +28,7 @@ class Kernel:
     """An NKI kernel (the result of @nki.jit / @neuronxcc.nki.jit)."""
 
     def __init__(self, func, legacy: bool = False, **options):
+        from . import torch_glue  # noqa: F401  (launches with torch tensors: its custom op, registered now)
         if isinstance(func, Kernel):
             func = func.func
         self.func = func

@@ -5,7 +5,8 @@ A launch with tensors becomes one operation, the custom op `torch.ops.nki.call_k
   1. the plan: the kernel run once as a dry run on meta tensors for these shapes, dtypes and constants (cached).
      It gives the new outputs' shapes and dtypes, which parameters the kernel writes, the static checks' errors
      at the kernel line, and the cost estimate. Under torch.compile, Dynamo folds the plan to a constant
-     (torch._dynamo.assume_constant_result), so the kernel is one node of the graph, never a graph break;
+     (torch._dynamo.assume_constant_result, marked without importing Dynamo: integrations/
+     dynamo_constant_result.py), so the kernel is one node of the graph, never a graph break;
   2. the caller allocates the new outputs on the inputs' device and calls the op with the parameters the
      kernel writes and the new outputs as its mutated arguments (torch.library's `Tensor(a!)[]`): eager
      autograd sees in-place writes, torch.compile functionalizes them like any mutating custom op;
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..integrations.dynamo_constant_result import assume_constant_result
 from . import cost as cost_model
 from . import launcher
 from . import target
@@ -64,7 +66,7 @@ def _hashable(v):
     return v
 
 
-@torch._dynamo.assume_constant_result
+@assume_constant_result
 def _plan_id(kernel: Kernel, grid: tuple, names: tuple, shapes: tuple, dtypes: tuple, const_names: tuple,
              *const_values) -> int:
     """The plan of a launch (a dry run on meta tensors, cached): its index in the plan table."""
@@ -88,7 +90,7 @@ def _plan_id(kernel: Kernel, grid: tuple, names: tuple, shapes: tuple, dtypes: t
     return pid
 
 
-@torch._dynamo.assume_constant_result
+@assume_constant_result
 def _plan_layout(pid: int) -> tuple:
     """(new outputs as (shape, dtype), positions of written parameters, returned items, single)."""
     p = _plans[pid]
