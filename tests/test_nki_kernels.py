@@ -373,3 +373,43 @@ def test_beta1_simulate_kernel_updates_mutable_in_place():
     out = bnki.simulate_kernel(add_into, x, y)
     np.testing.assert_array_equal(out, np.full((128, 8), 3.0))
     np.testing.assert_array_equal(y, out)
+
+
+# -- indirect DMA (dma_copy's documented gather / scatter) ---------------------------------------------------
+
+@nki.jit
+def gather_rows(data, indices):
+    P, F = indices.shape[0], data.shape[1]
+    out = nl.ndarray((P, F), dtype=data.dtype, buffer=nl.shared_hbm)
+    idx = nl.ndarray((P, 1), dtype=nl.uint32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=idx, src=indices)
+    rows = nl.ndarray((P, F), dtype=data.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=rows, src=data.ap(pattern=[[F, P], [1, F]], vector_offset=idx, indirect_dim=0))
+    nisa.dma_copy(dst=out, src=rows)
+    return out
+
+
+@nki.jit
+def scatter_rows(src_data, indices, output):
+    P, F = src_data.shape
+    src = nl.ndarray((P, F), dtype=src_data.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=src, src=src_data)
+    idx = nl.ndarray((P, 1), dtype=nl.uint32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=idx, src=indices)
+    nisa.dma_copy(dst=output.ap(pattern=[[F, P], [1, F]], vector_offset=idx, indirect_dim=0), src=src)
+    return output
+
+
+def test_indirect_dma_gather_and_scatter():
+    data = torch.randn(300, 64)
+    index = torch.randint(0, 300, (128, 1), dtype=torch.int32)
+    got = gather_rows(data.to(DEV), index.to(DEV)).cpu()
+    torch.testing.assert_close(got, data[index[:, 0].long()], rtol=0, atol=0)
+    rows = torch.randperm(300)[:128].reshape(128, 1).to(torch.int32)
+    src, out = torch.randn(128, 64), torch.zeros(300, 64, device=DEV)
+    assert scatter_rows(src.to(DEV), rows.to(DEV), out) is out
+    ref = torch.zeros(300, 64)
+    ref[rows[:, 0].long()] = src
+    torch.testing.assert_close(out.cpu(), ref, rtol=0, atol=0)
+    with pytest.raises(nki.NkiError, match="out-of-bound access"):
+        gather_rows(data.to(DEV), torch.full((128, 1), 300, dtype=torch.int32, device=DEV))
