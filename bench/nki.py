@@ -25,6 +25,8 @@ import time
 
 os.environ.setdefault("TORCHNEURON_CORE_REGISTRY", tempfile.mkdtemp(prefix="torchneuron-bench-cores-"))
 HERE = os.path.dirname(os.path.abspath(__file__))
+# this file is bench/nki.py: its directory on sys.path would make `import nki` import this script
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 
 import torch  # noqa: E402
