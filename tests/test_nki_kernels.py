@@ -375,6 +375,37 @@ def test_beta1_simulate_kernel_updates_mutable_in_place():
     np.testing.assert_array_equal(y, out)
 
 
+# -- GpSimd patterns ----------------------------------------------------------------------------------------
+
+@nki.jit
+def patterns(x):
+    """iota: offset + p * channel_multiplier + w * step_w + x * step_x; affine_select keeps x where the pattern
+    compares true against 0 (here: a causal mask, column <= row)."""
+    out = nl.ndarray((2, 64, 32), dtype=nl.float32, buffer=nl.shared_hbm)
+    it = nl.ndarray((64, 4, 8), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.iota(dst=it, pattern=[[100, 4], [3, 8]], offset=7, channel_multiplier=1000)
+    itf = nl.ndarray((64, 32), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=itf, src=it.reshape((64, 32)))
+    nisa.dma_copy(dst=out[0], src=itf)
+    t = nl.ndarray((64, 32), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    sel = nl.ndarray((64, 32), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.affine_select(dst=sel, pattern=[[-1, 32]], channel_multiplier=1, on_true_tile=t, on_false_value=-9.0,
+                       cmp_op=nl.greater_equal)
+    nisa.dma_copy(dst=out[1], src=sel)
+    return out
+
+
+def test_iota_and_affine_select_patterns():
+    x = torch.randn(64, 32)
+    out = patterns(x.to(DEV)).cpu()
+    p = torch.arange(64).reshape(64, 1, 1)
+    expect = 7 + p * 1000 + torch.arange(4).reshape(1, 4, 1) * 100 + torch.arange(8).reshape(1, 1, 8) * 3
+    torch.testing.assert_close(out[0], expect.reshape(64, 32).float(), rtol=0, atol=0)
+    keep = torch.arange(32).reshape(1, 32) <= torch.arange(64).reshape(64, 1)
+    torch.testing.assert_close(out[1], torch.where(keep, x, torch.tensor(-9.0)), rtol=0, atol=0)
+
+
 # -- indirect DMA (dma_copy's documented gather / scatter) ---------------------------------------------------
 
 @nki.jit
