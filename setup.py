@@ -31,7 +31,14 @@ else:
 # install (a wheel, `pip install .`) builds the extension here as usual.
 IN_PLACE_BUILD = os.environ.get("TORCHNEURON_EXTENSION_BUILT_IN_PLACE", "0") == "1"
 
+# `import nki` / `import neuronxcc.nki` before torch: a .pth in site-packages installs the NKI alias finder at
+# interpreter start (torch_neuronx/nki/importer.py says exactly what it does; it defers to AWS's packages).
+import sysconfig  # noqa: E402
+
+_SITE = os.path.relpath(sysconfig.get_paths()["purelib"], sysconfig.get_paths()["data"])
+
 setup(
+    data_files=[(_SITE, ["torch_neuronx/nki/torch_neuronx_nki.pth"])],
     ext_modules=[] if IN_PLACE_BUILD else [
         CppExtension(
             "torch_neuronx._C",

@@ -8,7 +8,11 @@ and, for static-cache generation of 32 tokens with a tiny Llama, the number of g
 step at a time, and the ratios use the best (lowest) CPU time of the process per step (user + system,
 so page faults count) over the repeats: on a shared machine other processes only ever add time (cache
 and core contention inflate even CPU time), as timeit advises. Medians and wall times are printed too.
-Compile time is reported separately, never counted in step time.
+Compile time is reported separately, never counted in step time. Every variant runs the same algorithm:
+the same model, batch, thread count and warm-up (one compiling step, one more), and AdamW's fused
+implementation passed explicitly (fused=True), since its default (foreach=None) picks another
+implementation by device (the multi-tensor path on neuron, the per-tensor loop on CPU: bench/eager.py
+prints that defaults figure apart).
 
 Cold compile with and without the lowering to StableHLO (compile/lowering.py): the same training step
 compiled from nothing (empty compile cache, empty Inductor kernel directory) in fresh processes, with

@@ -25,6 +25,9 @@ else
   bash scripts/build.sh
   echo "$want" > "$STAMP"
 fi
+# `import nki` before torch (docs/nki.md): the .pth that installs the NKI alias finder at interpreter start. A wheel
+# installs it (setup.py data_files); setuptools' editable wheels leave data files out, so put it in place here.
+cp torch_neuronx/nki/torch_neuronx_nki.pth "$($VPY -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/"
 if $VPY -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('torch_xla') is None)"; then
   echo "error: torch-xla is installed in .venv; it switches Transformers/Accelerate to the legacy XLA path. pip uninstall torch-xla" >&2
   exit 1

@@ -39,3 +39,13 @@ def fresh_dynamo():
     torch.neuron.reset_dynamo_metrics()
     yield
     torch._dynamo.reset()
+
+
+# Lines a test wants in the session's summary even when it passes (`-q -ra` shows only failures): which
+# architectures today's rotating compat sample ran (tests/test_compat.py).
+SUMMARY_LINES = pytest.StashKey[list]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    for line in config.stash.get(SUMMARY_LINES, []):
+        terminalreporter.write_line(line)

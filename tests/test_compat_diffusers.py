@@ -9,12 +9,15 @@ and reported is the shared machinery's, tested with injected faults in tests/tes
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
 from helpers import ROOT
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
 
 # CI's fixed sample: a UNet pipeline, an MMDiT (Flux) and an unconditional one; eager and compiled.
 SAMPLE = ["StableDiffusionPipeline", "FluxPipeline", "DDIMPipeline"]
@@ -142,3 +145,54 @@ def test_a_second_denoiser_of_the_same_class_is_an_expected_recompile():
     assert _compile_verdict(once, expected) == (None, "") and _compile_verdict(once)[0] == "recompile"
     twice = CompileCounts(graphs=3, recompiles=2, recompile_reasons=["a", "b"])
     assert _compile_verdict(twice, expected)[0] == "recompile"
+
+
+# --- counting: the same category on CPU is not the same failure (a real run, a fault injected) ------------------
+
+@pytest.fixture(scope="module")
+def fault_run(tmp_path_factory):
+    """DDIMPipeline compiled, its denoiser breaking the graph once on CPU and twice on neuron
+    (compat_pipeline_fault_worker.py, run with --worker)."""
+    out = tmp_path_factory.mktemp("compat-diffusers-fault")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (TESTS, os.environ.get("PYTHONPATH")) if p),
+               TORCHNEURON_COMPAT_FAULT="DDIMPipeline:neuron-extra-graph-break")
+    proc = _cli("--suite", "diffusers", "--mode", "compiled", "--worker", "compat_pipeline_fault_worker", "--timeout",
+                str(TIMEOUT), "--out", str(out), "--pipeline", "DDIMPipeline", env=env, timeout=900)
+    with open(out / "compat.json") as f:
+        doc = json.load(f)
+    return proc, doc, (out / "compat.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_same_category_on_cpu_is_not_the_same_failure(fault_run):
+    proc, doc, md = fault_run
+    step = doc["results"]["DDIMPipeline"]["steps"]["compiled"]
+    assert step["status"] == "fail" and step["category"] == "graph break", step
+    assert step["cpu_compiled"]["category"] == "graph break" and not step.get("cpu_too"), step
+    assert "graph breaks" in step["cpu_differs"], step
+    assert doc["summary"]["compiled"]["cpu_compiled_failing"] == 0
+    assert "### graph break (1)" in md and "`DDIMPipeline` compiled" in md
+    assert proc.returncode == 1, proc.stdout[-2000:]
+
+
+def _pipeline_row(compiled: dict) -> dict:
+    return {"arch": "x", "suite": "diffusers", "family": "demo", "cpu": {"status": "pass", "output_shape": [1, 8, 8, 3]},
+            "steps": {"eager": {"status": "pass", "max_abs_diff": 0.0}, "compiled": compiled}, "compile": {}}
+
+
+def test_report_states_the_fixed_tolerance_and_lists_widened_passes_apart():
+    """Every compiled pass that needed the CPU compile's rounding is counted apart: the summary gives the rate at the
+    fixed tolerance alone, the report names each such row."""
+    from torch_neuronx.compat import report
+    from torch_neuronx.compat.pipelines import report as pipeline_report
+    rows = {"FixedPipeline": _pipeline_row({"status": "pass", "max_abs_diff": 1e-5}),
+            "WidenedPipeline": _pipeline_row({"status": "pass", "max_abs_diff": 5e-4, "atol": 8e-4,
+                                              "tolerance_from": "CPU compiled (Inductor) differs from CPU eager by "
+                                                                "0.0004: atol 0.0008"})}
+    s = report.summarize(rows, "compiled")
+    assert (s.compatible, s.cpu_passing, s.widened) == (2, 2, 1)
+    assert "1 passed only within a widened tolerance: 1/2 (50.0%) at the fixed tolerance" in s.line()
+    md = pipeline_report.to_markdown(rows)
+    assert "Fixed tolerance: atol 0.0001, rtol 0.001" in md
+    widened = md.split("## Compiled: passed only within a widened tolerance")[1]
+    assert "- `WidenedPipeline`: max |diff| 0.0005" in widened and "FixedPipeline" not in widened

@@ -63,3 +63,18 @@ def compile_stats() -> dict:
     from .compile import stats
     return stats.compile_stats()
 
+
+
+# NKI kernels on the emulated NeuronCore (torch_neuronx/nki, docs/nki.md): `import nki` / `import neuronxcc.nki`
+# resolve to the emulation where AWS's packages are not installed; TorchNeuron's entry points nki_op and wrap_nki
+# load it on first use (it is not loaded by `import torch`).
+from .nki import importer as _nki_importer  # noqa: E402
+
+_nki_importer.install()
+
+
+def __getattr__(name: str):
+    if name in ("nki_op", "wrap_nki"):
+        from . import nki
+        return getattr(nki, name)
+    raise AttributeError(f"module 'torch_neuronx' has no attribute '{name}'")

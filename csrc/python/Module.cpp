@@ -77,5 +77,7 @@ PYBIND11_MODULE(_C, m) {
       .def(py::init<>())
       .def("open", [](neuron::HostAccess& a, const at::Tensor& t) { a.open(t); })
       .def("close", &neuron::HostAccess::close);
+  // A CPU tensor over a device tensor's bytes, open for host access while it lives (NKI kernels: torch_neuronx/nki).
+  m.def("_host_alias", [](const at::Tensor& t) { return neuron::host_alias(t); });
   m.def("_default_generator", [](int d) { return neuron::default_generator(static_cast<c10::DeviceIndex>(d)); });
 }

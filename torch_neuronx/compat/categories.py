@@ -35,8 +35,11 @@ NOT_PLUGIN_CATEGORIES = (CPU_FAILS, NEEDS_PACKAGE, NO_BUILDER, NEEDS_HUB_ASSET)
 
 
 def _inner(exc: BaseException) -> BaseException | None:
-    """The error a compile backend raised, wrapped by Dynamo's BackendCompilerFailed."""
+    """The error Dynamo wrapped: a compile backend's (BackendCompilerFailed), or an op's while tracing
+    (TorchRuntimeError, raised `from` it)."""
     inner = getattr(exc, "inner_exception", None)
+    if inner is None and type(exc).__name__ == "TorchRuntimeError":
+        inner = exc.__cause__
     return inner if isinstance(inner, BaseException) else None
 
 
@@ -77,11 +80,12 @@ def failure_info(exc: BaseException) -> dict:
 
 
 def classify(exc: BaseException) -> str:
-    """The category of an exception raised by a neuron step."""
-    name = type(exc).__name__
-    text = str(exc)
-    low = text.lower()
-    module = type(exc).__module__ or ""
+    """The category of an exception raised by a neuron step.
+
+    The exception's type decides first: Dynamo's graph-break error is a graph break and a kernel's
+    NotImplementedError a missing op whatever words their messages hold (a guard named in a graph break
+    is no recompile, a dtype named by a missing kernel is no dtype gap). Only generic types (RuntimeError,
+    ValueError, ...) are sorted by their message."""
     if isinstance(exc, ImportError):
         return NEEDS_PACKAGE
     if lowering_op(exc) is not None:
@@ -89,27 +93,41 @@ def classify(exc: BaseException) -> str:
     inner = _inner(exc)
     if inner is not None and classify(inner) in (MISSING_OP, DEVICE, DTYPE):
         return classify(inner)  # the backend hit a plugin gap while compiling: that gap is the category
-    # A kernel that neither the device nor the fallback provides: PyTorch's
-    # dispatcher message ("Could not run 'aten::x' with arguments from the
-    # 'neuron' backend"), or NotImplementedError raised by a kernel.
-    if "could not run" in low and "backend" in low or isinstance(exc, NotImplementedError) and "aten::" in text:
-        return MISSING_OP
-    if "not implemented for" in low and not module.startswith("torch._dynamo"):
-        return MISSING_OP  # a kernel without this dtype ('"histogram_cpu" not implemented for 'Int'')
-    if "recompile" in low and ("limit" in low or "guard" in low) or name in ("RecompileError", "FailOnRecompileLimitHit"):
+    return _by_type(exc) or _by_message(exc)
+
+
+def _by_type(exc: BaseException) -> str | None:
+    """The category an exception's type names, if it names one."""
+    name = type(exc).__name__
+    module = type(exc).__module__ or ""
+    if name in ("RecompileError", "FailOnRecompileLimitHit"):
         return RECOMPILE
-    if module.startswith("torch._dynamo") and name in ("Unsupported", "UncapturedHigherOrderOpError") \
-            or "graph break" in low:
+    if module.startswith("torch._dynamo") and name in ("Unsupported", "UncapturedHigherOrderOpError"):
         return GRAPH_BREAK
-    if module.startswith("torch._dynamo") or name in ("InvalidBackend", "BackendCompilerFailed") \
-            or "torch_neuronx.compile" in low:
+    if module.startswith("torch._dynamo") or name in ("InvalidBackend", "BackendCompilerFailed"):
+        return COMPILE
+    if isinstance(exc, NotImplementedError):
+        # PyTorch's dispatcher ("Could not run 'aten::x' with arguments from the 'neuron' backend"), a kernel
+        # without this dtype ('"histogram_cpu" not implemented for 'Int''), or a kernel refusing a layout
+        return MISSING_OP
+    return None
+
+
+def _by_message(exc: BaseException) -> str:
+    """The category of a generic exception, from its message."""
+    low = str(exc).lower()
+    if "could not run" in low and "backend" in low or "not implemented for" in low:
+        return MISSING_OP  # the same gaps, raised as another type (a C++ error turned RuntimeError)
+    if "recompile" in low and ("limit" in low or "guard" in low):
+        return RECOMPILE
+    if "graph break" in low:
+        return GRAPH_BREAK
+    if "torch_neuronx.compile" in low:
         return COMPILE
     if "expected all tensors to be on the same device" in low:
         return DEVICE
     if any(k in low for k in _DTYPE_PHRASES):
         return DTYPE
-    if isinstance(exc, NotImplementedError):
-        return MISSING_OP
     return ERROR
 
 

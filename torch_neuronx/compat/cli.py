@@ -17,8 +17,10 @@ def add_parser(sub) -> None:
                     "backward and greedy generate() on CPU and on neuron (eager and torch.compile), and write "
                     "OUT/compat.json and OUT/compat.md. With --suite diffusers: build every Diffusers pipeline "
                     "class that has a recipe from tiny components and compare its output on neuron (eager, and with "
-                    "its denoiser compiled) with CPU's. Exit code 1 if an item that passes on CPU fails on neuron, "
-                    "3 if the workers cannot start in this environment.")
+                    "its denoiser compiled) with CPU's. Every row is stamped with the commit it ran at, the report's "
+                    "header says which commits, when, with which versions and for how long. Exit code 1 if an item "
+                    "that passes on CPU fails on neuron (also for --combine), 3 if the workers cannot start in this "
+                    "environment.")
     p.add_argument("--suite", choices=("transformers", "diffusers"), default="transformers",
                    help="causal-LM architectures (default) or Diffusers pipelines")
     p.add_argument("--arch", nargs="+", metavar="NAME",
@@ -59,6 +61,9 @@ def _status_text(result: dict, modes: list[str]) -> str:
         if report.compatible(result, m):
             parts.append(f"{m} [green]pass[/green]")
             continue
+        if report.incomplete(result, m):
+            parts.append(f"{m} [green]pass[/green], [yellow]not run[/yellow]: {', '.join(report.not_run_steps(result, m))}")
+            continue
         bad = report.first_failed_step(result, m)
         cat = result["steps"].get(bad, {}).get("category", "not run")
         if m == "compiled" and report.fails_compiled_on_cpu_too(result):
@@ -71,12 +76,13 @@ def _status_text(result: dict, modes: list[str]) -> str:
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
-    from . import report, runner
+    from . import provenance, report, runner
     from .progress import matrix_progress
     from ..runtime.topology import TopologyError
     from .runner import WorkerStartError, run_matrix
 
     import signal
+    import time
     signal.signal(signal.SIGTERM, _interrupt)
     console = Console()
     diffusers = args.suite == "diffusers"
@@ -97,13 +103,16 @@ def main(args: argparse.Namespace) -> int:
         return 0
     if args.combine:
         merged: dict[str, dict] = {}
+        runs: list[dict] = []
         for d in args.combine:
-            merged = report.merge(merged, report.load(os.path.join(d, "compat.json")))
-        _, mpath = report.write(merged, args.out, vars_for_json(args))
+            doc = report.load_doc(os.path.join(d, "compat.json"))
+            merged = report.merge(merged, doc["results"])
+            runs += [r for r in doc.get("runs", []) if r not in runs]
+        _, mpath = report.write(merged, args.out, vars_for_json(args), runs)
         for m in report.modes_run(merged):
             console.print(escape(report.summarize(merged, m).line()))
         console.print(f"report: {mpath}")
-        return 0
+        return 1 if _counted_failures(merged, report.modes_run(merged)) else 0
     archs = (args.pipeline if diffusers else args.arch) or list(known) + list(not_runnable)
     unknown = [a for a in archs if a not in known and a not in not_runnable]
     if unknown:
@@ -112,25 +121,33 @@ def main(args: argparse.Namespace) -> int:
                       f"(see `torchneuron compat{' --suite diffusers' if diffusers else ''} --list`)")
         return 2
     # pipelines that are not built here get their row without a worker (the reason is the result)
-    skipped = {a: _not_runnable_result(a, *not_runnable[a]) for a in archs if a in not_runnable}
+    stamp = [provenance.row_stamp(provenance.source_state(suite.name), args.mode)]  # the registry's verdict, now
+    skipped = {a: dict(_not_runnable_result(a, *not_runnable[a]), runs=stamp) for a in archs if a in not_runnable}
     archs = [a for a in archs if a in known]
     previous: dict[str, dict] = {}
+    earlier_runs: list[dict] = []
     existing = os.path.join(args.out, "compat.json")
     if (args.resume or args.merge) and os.path.exists(existing):
-        previous = report.load(existing)
+        doc = report.load_doc(existing)
+        previous, earlier_runs = doc["results"], doc.get("runs", [])
         if args.resume:  # a pipeline not built last time is run if it has a recipe now
             archs = [a for a in archs if a not in previous or report.not_built(previous[a])]
     modes = ["eager", "compiled"] if args.mode == "both" else [args.mode]
 
     previous = {**previous, **skipped}
     merged = dict(previous)
+    this_run, t0, done = _run_entry(args, suite.name, diffusers), time.monotonic(), []
+    runs = earlier_runs + [this_run]
     with matrix_progress(console, noun, len(archs)) as progress:
 
         def on_done(arch: str, result: dict) -> None:
             secs = result.get("seconds", {}).get("total", 0)
             progress.finished(arch, f"{arch:26s} {secs:6.1f}s  {_status_text(result, modes)}")
             merged.update(report.merge(merged, {arch: result}) if args.merge else {arch: result})
-            report.write(merged, args.out, vars_for_json(args))  # a report on disk even if the run is cut short
+            done.append(arch)
+            _finish_entry(this_run, t0, len(done))
+            # a report on disk even if the run is cut short
+            report.write(merged, args.out, vars_for_json(args), runs)
 
         try:
             results = run_matrix(archs, args.mode, args.jobs, args.timeout, on_start=progress.started,
@@ -140,12 +157,43 @@ def main(args: argparse.Namespace) -> int:
             console.print(f"[red]environment error:[/red] {escape(str(e))}", soft_wrap=True)
             return ENVIRONMENT_ERROR
     merged = report.merge(previous, results) if args.merge else {**previous, **results}
-    jpath, mpath = report.write(merged, args.out, vars_for_json(args))
+    _finish_entry(this_run, t0, len(results))
+    jpath, mpath = report.write(merged, args.out, vars_for_json(args), runs)
     for m in report.modes_run(merged):
         console.print(escape(report.summarize(merged, m).line()))
     console.print(f"report: {mpath}  {jpath}")
-    ok = not any(report.counted_failure(r, m) for r in merged.values() for m in modes)
-    return 0 if ok else 1
+    return 1 if _counted_failures(merged, modes) else 0
+
+
+def _counted_failures(results: dict[str, dict], modes: list[str]) -> bool:
+    """Does an item that passes on CPU fail on neuron (the exit code's 1)?"""
+    from . import report
+    return any(report.counted_failure(r, m) for r in results.values() for m in modes)
+
+
+def _run_entry(args: argparse.Namespace, suite: str, diffusers: bool) -> dict:
+    """This run of the command, for the report's header (finished and wall time kept current as rows finish)."""
+    from . import provenance, report
+    from .pipelines.report import DISTRIBUTIONS
+    items = args.pipeline if diffusers else args.arch
+    command = ["torchneuron compat"] + (["--suite diffusers"] if diffusers else []) + [f"--mode {args.mode}"]
+    command += [f"--jobs {args.jobs}", f"--timeout {args.timeout:g}"]
+    command += [flag for flag, on in (("--resume", args.resume), ("--merge", args.merge)) if on]
+    command += [f"--worker {args.worker}"] if args.worker else []
+    if items:
+        command += [("--pipeline " if diffusers else "--arch ") + (" ".join(items) if len(items) <= 6 else
+                                                                    f"... ({len(items)})")]
+    state = provenance.source_state(suite)
+    return {"suite": suite, "mode": args.mode, "command": " ".join(command), "commit": state["commit"],
+            "dirty": state["dirty"], "started": provenance.now(), "finished": None, "wall_seconds": 0.0, "rows": 0,
+            "versions": report.versions(DISTRIBUTIONS) if diffusers else report.versions()}
+
+
+def _finish_entry(entry: dict, t0: float, rows: int) -> None:
+    """The run so far: `rows` rows finished, `t0` (time.monotonic) its start."""
+    import time
+    from . import provenance
+    entry.update(finished=provenance.now(), wall_seconds=round(time.monotonic() - t0, 1), rows=rows)
 
 
 def _items(suite: str) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:

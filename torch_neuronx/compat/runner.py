@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-from . import categories
+from . import categories, provenance
 from .worker import COMPILED_STEPS, EAGER_STEPS, STEPS
 
 DEFAULT_TIMEOUT = 600  # seconds per architecture (both modes, on a busy 2-core machine)
@@ -52,19 +52,25 @@ def _worker_env() -> dict:
 
 
 def _mark_unfinished(result: dict, category: str, message: str, steps: tuple[str, ...]) -> None:
-    """Steps the worker never finished: the one it was in gets `category`, later ones are not run."""
+    """Steps the worker never finished. Before the CPU reference passed, the CPU side failed (not counted);
+    after it, the first unfinished step gets `category` (also when the worker died between steps, moving the
+    model to neuron say: neuron's death, counted), and the later ones are not run."""
     running = result.get("running")
-    if running == "cpu" or result.get("cpu", {}).get("status") == "running":
+    if result.get("cpu", {}).get("status") != "pass":
         # died before the reference existed: the neuron side was never reached
         result["cpu"] = {"status": "fail", "category": category, "error": message + " (on CPU, building the reference)"}
         result["running"] = None
         return
+    if running is not None:
+        result["died_in"] = running
+    failed = False
     for name in steps:
         if name in result["steps"]:
             continue
-        if name == running or running is None:
-            result["steps"][name] = {"status": "fail", "category": category, "error": message}
-            running = "done"  # the steps after it did not run
+        if not failed:
+            where = "" if running in (name, None) else f" ({running})"
+            result["steps"][name] = {"status": "fail", "category": category, "error": message + where}
+            failed = True
         else:
             result["steps"][name] = {"status": "not run", "error": f"not run: an earlier step ended with {category}"}
     result["running"] = None
@@ -115,8 +121,10 @@ _live: set = set()  # worker processes running now (ended if the run is interrup
 
 
 def run_one(arch: str, mode: str, timeout: float, workdir: str, live: set | None = None,
-            suite: Suite = TRANSFORMERS, core: int | None = None) -> dict:
-    """Run one architecture's worker; always returns a result dict (never raises for the model's failures)."""
+            suite: Suite = TRANSFORMERS, core: int | None = None, source: dict | None = None) -> dict:
+    """Run one architecture's worker; always returns a result dict (never raises for the model's failures).
+
+    source: the code being run (provenance.source_state), stamped on the result with the time it finished."""
     out = os.path.join(workdir, f"{arch}.json")
     log = os.path.join(workdir, f"{arch}.log")
     out, log = os.path.abspath(out), os.path.abspath(log)
@@ -160,6 +168,7 @@ def run_one(arch: str, mode: str, timeout: float, workdir: str, live: set | None
         _mark_unfinished(result, categories.CRASH, f"worker died ({how}){': ' + tail if tail else ''}",
                          suite.steps[mode])
     result["seconds"] = dict(result.get("seconds") or {}, total=elapsed)
+    result["runs"] = [provenance.row_stamp(source or provenance.source_state(suite.name), mode)]
     return result
 
 
@@ -183,6 +192,7 @@ def run_matrix(archs: list[str], mode: str = "both", jobs: int = 1, timeout: flo
     lock = threading.Lock()
     stopping = threading.Event()
     free_cores = _worker_cores(jobs)
+    source = provenance.source_state(suite.name)
 
     def one(arch: str) -> None:
         if stopping.is_set():
@@ -191,7 +201,7 @@ def run_matrix(archs: list[str], mode: str = "both", jobs: int = 1, timeout: flo
             on_start(arch)
         core = free_cores.get()
         try:
-            r = run_one(arch, mode, timeout, workdir, _live, suite, core=core)
+            r = run_one(arch, mode, timeout, workdir, _live, suite, core=core, source=source)
         finally:
             free_cores.put(core)
         if stopping.is_set():

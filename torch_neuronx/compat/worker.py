@@ -32,8 +32,13 @@ import os
 import sys
 import time
 import traceback
+from typing import NamedTuple
 
 EAGER_STEPS = ("forward", "backward", "generate-eager")
+# A step that cannot be run here (generate() of a model class that cannot generate, or that fails on CPU too;
+# a generate() Transformers does not compile): reported as not run, never as a pass.
+NOT_RUN = "not run"
+MOVING_TO_NEURON = "moving the model to neuron"  # what the worker is doing between the CPU reference and the first step
 COMPILED_STEPS = ("forward-compiled", "backward-compiled", "generate-compiled")
 STEPS = EAGER_STEPS + COMPILED_STEPS
 
@@ -165,32 +170,57 @@ def run_generate(model, device: str, cache: str | None, compiled: bool, compile_
     return seqs.cpu()
 
 
-def compare_logits(ref, got) -> tuple[bool, float, str]:
+class Comparison(NamedTuple):
+    """A neuron result against CPU's: whether it passes, the largest difference, why not, and NaN both share."""
+    ok: bool
+    diff: float
+    detail: str = ""
+    nan: str | None = None  # "NaN in the same N place(s) on CPU and neuron": a pass the report shows as such
+
+
+def compare_tensors(ref, got, atol: float, rtol: float, what: str, side: str = "neuron") -> Comparison:
+    """`got` (from `side`) allclose to CPU's `ref`. NaN passes only where CPU has NaN too, in exactly the same
+    places, and the comparison says so (`nan`); NaN on one side only is a mismatch, wherever it is."""
     import torch
     if ref.shape != got.shape:
-        return False, float("inf"), f"logits shape {tuple(got.shape)} != CPU {tuple(ref.shape)}"
-    diff = (ref - got).abs().max().item() if ref.numel() else 0.0
-    ok = torch.allclose(ref, got, atol=LOGITS_ATOL, rtol=LOGITS_RTOL, equal_nan=True)
-    return ok, diff, "" if ok else f"logits differ: max |diff| {diff:.3g} (atol {LOGITS_ATOL}, rtol {LOGITS_RTOL})"
+        return Comparison(False, float("inf"), f"{what} shape {tuple(got.shape)} != CPU {tuple(ref.shape)}")
+    ref_nan, got_nan = ref.isnan(), got.isnan()
+    if not torch.equal(ref_nan, got_nan):
+        extra, missing = got_nan & ~ref_nan, ref_nan & ~got_nan
+        worse = extra if extra.any() else missing
+        where = tuple(worse.nonzero()[0].tolist())
+        text = (f"NaN on {side} in {int(extra.sum())} place(s) where CPU has a number" if extra.any() else
+                f"NaN on CPU in {int(missing.sum())} place(s) where {side} has a number")
+        return Comparison(False, float("nan"), f"{what}: {text}, first at {where}")
+    diff = (ref - got).abs().nan_to_num(0.0).max().item() if ref.numel() else 0.0
+    both = int(ref_nan.sum())
+    nan = f"NaN in the same {both} place(s) on CPU and {side}" if both else None
+    if not torch.allclose(ref, got, atol=atol, rtol=rtol, equal_nan=True):  # NaN masks are equal by now
+        return Comparison(False, diff, f"{what} differ{'s' if what.startswith('grad') else ''}: max |diff| "
+                                       f"{diff:.3g} (atol {atol}, rtol {rtol})", nan)
+    return Comparison(True, diff, "", nan)
 
 
-def compare_grads(ref: dict, got: dict, side: str = "neuron") -> tuple[bool, float, str]:
-    import torch
-    worst = 0.0
+def compare_logits(ref, got) -> Comparison:
+    return compare_tensors(ref, got, LOGITS_ATOL, LOGITS_RTOL, "logits")
+
+
+def compare_grads(ref: dict, got: dict, side: str = "neuron") -> Comparison:
+    worst, nans = 0.0, []
     for name, r in ref.items():
         g = got.get(name)
         if (r is None) != (g is None):
-            return False, float("inf"), f"grad of {name} is {'missing' if g is None else 'unexpected'} on {side}"
+            return Comparison(False, float("inf"), f"grad of {name} is {'missing' if g is None else 'unexpected'} "
+                                                   f"on {side}")
         if r is None:
             continue
-        if r.shape != g.shape:
-            return False, float("inf"), f"grad of {name} has shape {tuple(g.shape)} != CPU {tuple(r.shape)}"
-        if not torch.allclose(r, g, atol=GRAD_ATOL, rtol=GRAD_RTOL, equal_nan=True):
-            d = (r - g).abs().max().item()
-            return False, d, f"grad of {name} differs: max |diff| {d:.3g} (atol {GRAD_ATOL}, rtol {GRAD_RTOL})"
-        d = (r - g).abs().max().item() if r.numel() else 0.0
-        worst = max(worst, d)
-    return True, worst, ""
+        c = compare_tensors(r, g, GRAD_ATOL, GRAD_RTOL, f"grad of {name}", side)
+        if not c.ok:
+            return c
+        worst = max(worst, c.diff)
+        if c.nan:
+            nans.append(f"{c.nan} (grad of {name})")
+    return Comparison(True, worst, "", "; ".join(nans) or None)
 
 
 def compare_tokens(ref, got) -> tuple[bool, str]:
@@ -306,23 +336,22 @@ def _compile_verdict(counts, expected_recompiles: int = 0) -> tuple[str | None, 
 
 def _run_neuron_step(name: str, ref: CpuReference, model, result: Result, shared: dict) -> None:
     """Run one neuron step and record its verdict; `shared` carries the compiled training call between steps."""
-    import torch
-    from . import compile_counters
+    from . import compile_counters, same_failure
     from .categories import NUMERIC, failure_info
 
     if name.startswith("generate") and not ref.can_generate:
-        result.step(name, "n/a", detail=ref.generate_note)
+        result.step(name, NOT_RUN, detail=ref.generate_note)
         return
     result.running(name)
     t0 = time.monotonic()
     counts = None
     try:
         if name == "forward":
-            ok, diff, detail = compare_logits(ref.logits, run_forward(model, model, "neuron"))
+            c = compare_logits(ref.logits, run_forward(model, model, "neuron"))
         elif name == "backward":
-            grads = run_backward(model, model, "neuron", use_labels=ref.use_labels)
-            ok, diff, detail = compare_grads(ref.grads, grads)
+            c = compare_grads(ref.grads, run_backward(model, model, "neuron", use_labels=ref.use_labels))
         elif name in ("forward-compiled", "backward-compiled"):
+            counts = shared.get("counts")
             if "error" in shared:  # the shared compiled call already failed: same error for both steps
                 raise shared["error"]
             if "counts" not in shared:
@@ -330,9 +359,9 @@ def _run_neuron_step(name: str, ref: CpuReference, model, result: Result, shared
                 result.data["compile"]["forward+backward-compiled"] = shared["counts"].__dict__
             counts = shared["counts"]
             if name == "forward-compiled":
-                ok, diff, detail = compare_logits(ref.logits, shared["logits"])
+                c = compare_logits(ref.logits, shared["logits"])
             else:
-                ok, diff, detail = compare_grads(ref.grads, shared["grads"])
+                c = compare_grads(ref.grads, shared["grads"])
         else:
             compiled = name == "generate-compiled"
             with compile_counters.counting_from_scratch() if compiled else contextlib.nullcontext() as counts:
@@ -340,26 +369,29 @@ def _run_neuron_step(name: str, ref: CpuReference, model, result: Result, shared
                     result.data["compile"][name] = vars(counts)  # filled in when generate() ends, or raises
                 tokens = run_generate(model, "neuron", ref.cache, compiled=compiled)
             ok, detail = compare_tokens(ref.tokens, tokens)
+            c = Comparison(ok, None, detail)
             shared[name + ":tokens"] = tokens
-            diff = None
             if compiled and ok and counts.graphs == 0:
-                result.step(name, "n/a", seconds=round(time.monotonic() - t0, 2),
-                            detail="Transformers does not compile this model's generate() (no compileable cache)")
+                result.step(name, NOT_RUN, seconds=round(time.monotonic() - t0, 2),
+                            detail="Transformers does not compile this model's generate() (no compileable cache): "
+                                   "its tokens were made uncompiled")
                 return
-        category = None if ok else NUMERIC
-        if not ok and name.startswith("backward") and getattr(ref, "untied", 0) > 0:
+        category, detail = (None, "") if c.ok else (NUMERIC, c.detail)
+        if not c.ok and name.startswith("backward") and getattr(ref, "untied", 0) > 0:
             detail += (f" ({ref.untied} tied parameter(s) of the CPU model are separate Parameters after "
                        ".to('neuron'): their grads are split)")
-        if ok and counts is not None:
+        if c.ok and counts is not None:
             category, detail = _compile_verdict(counts)
-            ok = category is None
-        result.step(name, "pass" if ok else "fail", category=category, error=detail or None,
-                    max_abs_diff=diff, seconds=round(time.monotonic() - t0, 2))
+        result.step(name, "pass" if category is None else "fail", category=category, error=detail or None,
+                    max_abs_diff=c.diff, nan=c.nan, seconds=round(time.monotonic() - t0, 2),
+                    signature=same_failure.signature(category, counts) if category else None)
     except Exception as e:  # noqa: BLE001 - every failure is a result to report
         if name == "forward-compiled":
             shared["error"] = e
-        result.step(name, "fail", **failure_info(e),
-                    seconds=round(time.monotonic() - t0, 2), traceback=traceback.format_exc(limit=-6))
+        info = failure_info(e)
+        result.step(name, "fail", **info,
+                    seconds=round(time.monotonic() - t0, 2), traceback=traceback.format_exc(limit=-6),
+                    signature=same_failure.signature(info["category"], counts, e))
 
 
 # A compiled step can fail on neuron for reasons of the model's own: its code breaks the graph
@@ -379,9 +411,8 @@ def _recheck_on_cpu(ref: CpuReference, result: Result, shared: dict) -> None:
     in the same state.
     """
     import torch
-    from . import compile_counters
+    from . import compile_counters, cpu_reference, same_failure
     from .categories import NUMERIC, classify, first_line
-    from . import cpu_reference
 
     steps = result.data["steps"]
     failed = [s for s in COMPILED_STEPS if steps.get(s, {}).get("status") == "fail"
@@ -391,10 +422,10 @@ def _recheck_on_cpu(ref: CpuReference, result: Result, shared: dict) -> None:
     result.running("the failed compiled steps on CPU, compiled by Inductor")
     twin = ref.fresh_copy()
     torch.manual_seed(0)  # as before the neuron steps
-    replay = [s for s in STEPS if s in steps and steps[s].get("status") != "n/a"]
+    replay = [s for s in STEPS if s in steps and steps[s].get("status") not in (NOT_RUN, "n/a")]
     cpu: dict = {}  # the CPU's compiled training call, shared by forward- and backward-compiled
     for name in replay[:replay.index(failed[-1]) + 1]:
-        same_as_neuron = True
+        same_as_neuron, counts, error = True, None, None
         try:
             if name == "forward":
                 run_forward(twin, twin, "cpu")
@@ -406,17 +437,18 @@ def _recheck_on_cpu(ref: CpuReference, result: Result, shared: dict) -> None:
                 run_generate(twin, "cpu", ref.cache, compiled=False)
                 continue
             if name in ("forward-compiled", "backward-compiled"):
+                counts = cpu.get("counts")
                 if "error" in cpu:
                     raise cpu["error"]
                 if "counts" not in cpu:
                     _train_compiled(ref, twin, cpu, backend=cpu_reference.inductor_cpu, device="cpu")
                 counts = cpu["counts"]
                 if name == "forward-compiled":
-                    ok, _, detail = compare_logits(ref.logits, cpu["logits"])
-                    same_as_neuron = "logits" in shared and compare_logits(cpu["logits"], shared["logits"])[0]
+                    ok, _, detail, _ = compare_logits(ref.logits, cpu["logits"])
+                    same_as_neuron = "logits" in shared and compare_logits(cpu["logits"], shared["logits"]).ok
                 else:
-                    ok, _, detail = compare_grads(ref.grads, cpu["grads"], side="CPU compiled")
-                    same_as_neuron = "grads" in shared and compare_grads(cpu["grads"], shared["grads"])[0]
+                    ok, _, detail, _ = compare_grads(ref.grads, cpu["grads"], side="CPU compiled")
+                    same_as_neuron = "grads" in shared and compare_grads(cpu["grads"], shared["grads"]).ok
             else:
                 with compile_counters.counting_from_scratch() as counts:
                     tokens = run_generate(twin, "cpu", ref.cache, compiled=True,
@@ -432,16 +464,31 @@ def _recheck_on_cpu(ref: CpuReference, result: Result, shared: dict) -> None:
                 continue  # an eager step is replayed for the model's state only (it passed in the reference)
             if name == "forward-compiled":
                 cpu["error"] = e
-            category, detail = classify(e), first_line(e)
+            category, detail, error = classify(e), first_line(e), e
         if name not in failed:
             continue
-        step = steps[name]
-        step["cpu_compiled"] = {"status": "pass" if category is None else "fail", "category": category,
-                                "error": detail or None}
-        if category == step["category"] and (category != NUMERIC or same_as_neuron):
-            step["cpu_too"] = True
+        _judge_cpu_recheck(steps[name], category, detail, same_failure.signature(category, counts, error),
+                           same_as_neuron)
         result.save()
     torch._dynamo.reset()
+
+
+def _judge_cpu_recheck(step: dict, category: str | None, detail: str, signature: dict, same_numbers: bool) -> None:
+    """Record the CPU recheck of a failed compiled step (both suites): `cpu_too` only for the same failure there
+    (compat/same_failure.py; for numbers, also CPU's compiled numbers equal to neuron's), else what differs."""
+    from . import same_failure
+    from .categories import NUMERIC
+    step["cpu_compiled"] = {"status": "pass" if category is None else "fail", "category": category,
+                            "error": detail or None, "signature": signature if category else None}
+    if category is None:
+        return
+    differs = same_failure.differences(step.get("signature") or {"category": step.get("category")}, signature)
+    if not differs and category == NUMERIC and not same_numbers:
+        differs = ["numbers: CPU's compiled numbers differ from neuron's"]
+    if differs:
+        step["cpu_differs"] = "; ".join(differs)
+    else:
+        step["cpu_too"] = True
 
 
 def run(arch: str, mode: str, out: str, reference: type[CpuReference] = CpuReference) -> int:
@@ -458,11 +505,15 @@ def run(arch: str, mode: str, out: str, reference: type[CpuReference] = CpuRefer
         result.running(None)
         return 0
     result.data["cpu"] = {"status": "pass"}
+    # On disk before the neuron side starts: if moving the model segfaults or hangs, the runner must find a
+    # reference that passed, and count the death against neuron (not as a CPU failure).
+    result.running(MOVING_TO_NEURON)
     try:
         model = ref.neuron_copy()
     except Exception as e:  # noqa: BLE001
         for name in steps:
             result.step(name, "fail", category=classify(e), error="moving the model to neuron: " + first_line(e))
+        result.running(None)
         return 0
     shared: dict = {}
     for name in steps:

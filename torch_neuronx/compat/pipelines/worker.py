@@ -11,7 +11,8 @@ The pipeline is built from tiny components under a fixed seed and run on CPU: th
 
 A compiled failure that a model's own code can cause (graph break, recompile, numbers) is run again on
 CPU, the denoiser compiled by Inductor under the neuron backend's rules (compat/cpu_reference.py): the
-same failure there means the pipeline does not compile cleanly on any device (`cpu_too`).
+same failure there (compat/same_failure.py: category, graph breaks and recompiles in count and reasons,
+exception type and ops) means the pipeline does not compile cleanly on any device (`cpu_too`).
 
 Compiled numbers are judged against what compiling does to this pipeline anywhere (compiled_tolerance):
 a compiled graph fuses and reorders float math, so its output moves from eager's by rounding, and a
@@ -19,7 +20,8 @@ pipeline can magnify that (an inpainting blend, a guidance scale). When the comp
 the fixed tolerance, the tolerance becomes twice the CPU compile's own distance from CPU eager, measured
 in the same run, capped at one 8-bit pixel level (1/255): neuron compiled passes if it moves no more
 than Inductor on CPU does. Beyond one pixel level the CPU compile changes the picture itself; a neuron
-output equal to it is then `cpu_too`, as any other failure the CPU compile shares.
+output equal to it is then `cpu_too`, as any other failure the CPU compile shares. A pass within the widened
+tolerance is marked (`tolerance_from`): the report counts and lists it apart from passes at the fixed one.
 
 The result file is the Transformers worker's (compat/worker.py: Result), rewritten after every step.
 """
@@ -77,20 +79,36 @@ def build(name: str):
     return cls, comps
 
 
+class PipelineBuild:
+    """How the worker makes a pipeline: built from its recipe (`build`), then moved to a device. A worker module of
+    its own (`torchneuron compat --suite diffusers --worker MODULE`) calls run_as_script with a subclass (the tool's
+    tests inject real failures so)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def build(self):
+        return build(self.name)
+
+    def to_device(self, pipe, device: str):
+        return pipe.to(device)
+
+
 def denoisers(pipe) -> dict:
     import torch
     return {n: getattr(pipe, n) for n in DENOISERS if isinstance(getattr(pipe, n, None), torch.nn.Module)}
 
 
-def run_pipeline(name: str, device: str, compile_backend=None, compiled: dict | None = None) -> np.ndarray:
-    """Build `name`, move it to `device`, optionally compile its denoisers (named in `compiled` if given), run it
-    once: the output array."""
+def run_pipeline(source: PipelineBuild, device: str, compile_backend=None, compiled: dict | None = None) -> np.ndarray:
+    """Build the pipeline, move it to `device`, optionally compile its denoisers (named in `compiled` if given), run
+    it once: the output array."""
     import torch
     from .builders import RECIPES
     from .inputs import as_array, call_kwargs
-    cls, comps = build(name)
+    name = source.name
+    cls, comps = source.build()
     pipe = cls(**comps)
-    pipe = pipe.to(device)
+    pipe = source.to_device(pipe, device)
     pipe.set_progress_bar_config(disable=True)
     if compile_backend is not None:
         found = denoisers(pipe)
@@ -114,12 +132,17 @@ def compare(ref: np.ndarray, got: np.ndarray, atol: float = ATOL) -> tuple[bool,
     if ref.shape != got.shape:
         return False, float("inf"), f"output shape {got.shape} != CPU {ref.shape}"
     diff = max_abs_diff(ref, got)
-    ok = bool(np.allclose(ref, got, atol=atol, rtol=RTOL, equal_nan=True))
-    return ok, diff, "" if ok else f"output differs: max |diff| {diff:.3g} (atol {atol:.3g}, rtol {RTOL})"
+    # The CPU reference never holds NaN (run() refuses it), so any NaN here is the other side's and fails.
+    ok = bool(np.allclose(ref, got, atol=atol, rtol=RTOL, equal_nan=False))
+    if ok:
+        return True, diff, ""
+    nan = int(np.isnan(got).sum())
+    return False, diff, (f"output differs: max |diff| {diff:.3g} (atol {atol:.3g}, rtol {RTOL})"
+                         + (f", NaN in {nan} place(s) where CPU has a number" if nan else ""))
 
 
 def max_abs_diff(ref: np.ndarray, got: np.ndarray) -> float:
-    return float(np.abs(ref - got).max()) if ref.size else 0.0
+    return float(np.nan_to_num(np.abs(ref - got), nan=np.inf).max()) if ref.size else 0.0
 
 
 def compiled_tolerance(cpu_diff: float) -> float:
@@ -138,70 +161,76 @@ def same_class_instances(modules: dict) -> int:
     return len(modules) - len({type(m) for m in modules.values()})
 
 
-def _compiled(name: str, backend, device: str):
-    """(output, compile counts, recompiles expected by construction) of a run with the denoisers compiled by
-    `backend`."""
+def _compiled(source: PipelineBuild, backend, device: str, counting: dict):
+    """(output, recompiles expected by construction) of a run with the denoisers compiled by `backend`; the compile
+    counts go into counting["counts"] (also when the run raises)."""
     from .. import compile_counters
     modules: dict = {}
-    with compile_counters.counting_from_scratch() as counts:
-        out = run_pipeline(name, device, compile_backend=backend, compiled=modules)
-    return out, counts, same_class_instances(modules)
+    with compile_counters.counting_from_scratch() as counting["counts"]:
+        out = run_pipeline(source, device, compile_backend=backend, compiled=modules)
+    return out, same_class_instances(modules)
 
 
-def _step(name: str, step: str, ref: np.ndarray, result, shared: dict) -> None:
+def _step(source: PipelineBuild, step: str, ref: np.ndarray, result, shared: dict) -> None:
+    from .. import same_failure
     from ..categories import NUMERIC, failure_info
     from ..worker import _compile_verdict
     result.running(step)
     t0 = time.monotonic()
+    counting: dict = {}
     try:
-        counts = None
         if step == "eager":
-            got = run_pipeline(name, "neuron")
+            got = run_pipeline(source, "neuron")
         else:
-            got, counts, expected = _compiled(name, "neuron", "neuron")
-            result.data["compile"]["compiled"] = vars(counts) | {"expected_recompiles": expected}
-            shared["compiled"], shared["counts"], shared["expected"] = got, counts, expected
+            got, expected = _compiled(source, "neuron", "neuron", counting)
+            result.data["compile"]["compiled"] = vars(counting["counts"]) | {"expected_recompiles": expected}
+            shared["compiled"], shared["counts"], shared["expected"] = got, counting["counts"], expected
         ok, diff, detail = compare(ref, got)
         category = None if ok else NUMERIC
-        if ok and counts is not None:
-            category, detail = _compile_verdict(counts, shared["expected"])
-            ok = category is None
-        result.step(step, "pass" if ok else "fail", category=category, error=detail or None, max_abs_diff=diff,
-                    seconds=round(time.monotonic() - t0, 2))
+        if ok and "counts" in counting:
+            category, detail = _compile_verdict(counting["counts"], shared["expected"])
+        result.step(step, "pass" if category is None else "fail", category=category, error=detail or None,
+                    max_abs_diff=diff, seconds=round(time.monotonic() - t0, 2),
+                    signature=same_failure.signature(category, counting.get("counts")) if category else None)
     except Exception as e:  # noqa: BLE001 - every failure is a result to report
-        result.step(step, "fail", **failure_info(e), seconds=round(time.monotonic() - t0, 2),
-                    traceback=traceback.format_exc(limit=-6))
+        info = failure_info(e)
+        result.step(step, "fail", **info, seconds=round(time.monotonic() - t0, 2),
+                    traceback=traceback.format_exc(limit=-6),
+                    signature=same_failure.signature(info["category"], counting.get("counts"), e))
 
 
-def _recheck_on_cpu(name: str, ref: np.ndarray, result, shared: dict) -> None:
+def _recheck_on_cpu(source: PipelineBuild, ref: np.ndarray, result, shared: dict) -> None:
     """The compiled step failed as a model can: compile the denoiser on CPU (Inductor, same rules) and compare.
 
-    A numeric mismatch within the CPU compile's own rounding (compiled_tolerance) is a pass."""
-    from .. import cpu_reference
+    A numeric mismatch within the CPU compile's own rounding (compiled_tolerance) is a pass, listed apart."""
+    from .. import cpu_reference, same_failure
     from ..categories import NUMERIC, classify, first_line
-    from ..worker import RECHECK_ON_CPU, _compile_verdict
+    from ..worker import RECHECK_ON_CPU, _compile_verdict, _judge_cpu_recheck
     step = result.data["steps"].get("compiled", {})
     if step.get("status") != "fail" or step.get("category") not in RECHECK_ON_CPU:
         return
     result.running("the compiled step on CPU, compiled by Inductor")
     same_as_neuron = True
-    cpu_diff = None
+    cpu_diff, error, counting = None, None, {}
     try:
-        got, counts, expected = _compiled(name, cpu_reference.inductor_cpu, "cpu")
+        got, expected = _compiled(source, cpu_reference.inductor_cpu, "cpu", counting)
         ok, cpu_diff, detail = compare(ref, got)
         category = None if ok else NUMERIC
         if ok:
-            category, detail = _compile_verdict(counts, expected)
+            category, detail = _compile_verdict(counting["counts"], expected)
         elif "compiled" in shared:
             same_as_neuron = compare(got, shared["compiled"])[0]
         if step["category"] == NUMERIC and "compiled" in shared:
             _within_compile_rounding(ref, cpu_diff, shared, step)
     except Exception as e:  # noqa: BLE001 - a CPU failure is an answer too
-        category, detail = classify(e), first_line(e)
-    step["cpu_compiled"] = {"status": "pass" if category is None else "fail", "category": category,
-                            "error": detail or None, "max_abs_diff": cpu_diff}
-    if step["status"] == "fail" and category == step["category"] and (category != NUMERIC or same_as_neuron):
-        step["cpu_too"] = True
+        category, detail, error = classify(e), first_line(e), e
+    if step["status"] == "fail":
+        _judge_cpu_recheck(step, category, detail, same_failure.signature(category, counting.get("counts"), error),
+                           same_as_neuron)
+    else:  # passed within the CPU compile's rounding: the CPU compile is the measure, not a verdict
+        step["cpu_compiled"] = {"status": "pass" if category is None else "fail", "category": category,
+                                "error": detail or None}
+    step["cpu_compiled"]["max_abs_diff"] = cpu_diff
     result.save()
 
 
@@ -219,7 +248,7 @@ def _within_compile_rounding(ref: np.ndarray, cpu_diff: float, shared: dict, ste
                                           f"{cpu_diff:.3g}: atol {atol:.3g}")
 
 
-def run(name: str, mode: str, out: str) -> int:
+def run(name: str, mode: str, out: str, build_with: type[PipelineBuild] = PipelineBuild) -> int:
     from ..worker import Result
     result = Result(out, name, mode)
     result.data.update(suite="diffusers")
@@ -233,8 +262,9 @@ def run(name: str, mode: str, out: str) -> int:
     result.data["family"] = family(name)
     result.running("cpu")
     t0 = time.monotonic()
+    source = build_with(name)
     try:
-        ref = run_pipeline(name, "cpu")
+        ref = run_pipeline(source, "cpu")
         if np.isnan(ref).any():  # NaN equals NaN in the comparison: such an output would pass without checking
             raise FloatingPointError(f"{name} on CPU output NaN: its tiny components are degenerate (fix the recipe)")
     except Exception as e:  # noqa: BLE001 - the pipeline cannot run here at all
@@ -245,23 +275,29 @@ def run(name: str, mode: str, out: str) -> int:
     result.data["seconds"]["cpu"] = round(time.monotonic() - t0, 2)
     shared: dict = {}
     for step in STEPS[mode]:
-        _step(name, step, ref, result, shared)
-    _recheck_on_cpu(name, ref, result, shared)
+        _step(source, step, ref, result, shared)
+    _recheck_on_cpu(source, ref, result, shared)
     result.running(None)
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, build_with: type[PipelineBuild] = PipelineBuild) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("pipeline")
     parser.add_argument("--mode", choices=tuple(STEPS), default="both")
     parser.add_argument("--out", required=True, help="result JSON file")
     args = parser.parse_args(argv)
-    return run(args.pipeline, args.mode, args.out)
+    return run(args.pipeline, args.mode, args.out, build_with)
 
 
-if __name__ == "__main__":
-    code = main()
+def run_as_script(build_with: type[PipelineBuild] = PipelineBuild) -> None:
+    """The worker process: `python -m <worker module> PIPELINE --mode M --out FILE` (a worker module of its own calls
+    this with its PipelineBuild subclass)."""
+    code = main(build_with=build_with)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # the result is on disk: skip a slow interpreter teardown
+
+
+if __name__ == "__main__":
+    run_as_script()
