@@ -31,6 +31,16 @@ def _seed():
     yield
 
 
+@pytest.fixture
+def fresh_dynamo():
+    """Dynamo reset and compile counts cleared around a test, so that it counts only its own graphs
+    (torch.compile tests use it for every test: `pytestmark = pytest.mark.usefixtures("fresh_dynamo")`)."""
+    torch._dynamo.reset()
+    torch.neuron.reset_dynamo_metrics()
+    yield
+    torch._dynamo.reset()
+
+
 # Lines a test wants in the session's summary even when it passes (`-q -ra` shows only failures): which
 # architectures today's rotating compat sample ran (tests/test_compat.py).
 SUMMARY_LINES = pytest.StashKey[list]()

@@ -19,6 +19,7 @@ NUMERIC = "numeric mismatch"
 TIMEOUT = "timeout"
 CRASH = "crash"  # the worker process died (signal, abort) without reporting an error
 COMPILE = "compile error"  # torch.compile(backend="neuron") raised (backend missing or failed)
+LOWERING = "lowering"  # a compiled graph does not lower to StableHLO: it would not compile on Trainium either (the op)
 DEVICE = "device mismatch"  # a tensor stayed on the CPU (the model's fault or the plugin's placement)
 ERROR = "error"  # any other exception on neuron
 # Not the plugin's fault: the architecture cannot run at all here.
@@ -28,7 +29,8 @@ NEEDS_PACKAGE = "needs package"
 NO_BUILDER = "no tiny builder yet"  # no recipe of tiny components (yet): the matrix's own gap
 NEEDS_HUB_ASSET = "needs hub asset"  # a tokenizer or processor that cannot be built offline
 
-PLUGIN_CATEGORIES = (MISSING_OP, DTYPE, GRAPH_BREAK, RECOMPILE, NUMERIC, TIMEOUT, CRASH, COMPILE, DEVICE, ERROR)
+PLUGIN_CATEGORIES = (MISSING_OP, DTYPE, GRAPH_BREAK, RECOMPILE, NUMERIC, TIMEOUT, CRASH, COMPILE, LOWERING, DEVICE,
+                     ERROR)
 NOT_PLUGIN_CATEGORIES = (CPU_FAILS, NEEDS_PACKAGE, NO_BUILDER, NEEDS_HUB_ASSET)
 
 
@@ -61,6 +63,22 @@ def cpu_failure(exc: BaseException) -> dict:
             "traceback": traceback.format_exc(limit=-6)}
 
 
+def lowering_op(exc: BaseException) -> str | None:
+    """The ATen op of a lowering failure (compile/lowering.py's NeuronLoweringError, possibly wrapped by Dynamo)."""
+    for error in (exc, _inner(exc)):
+        if error is not None and type(error).__name__ == "NeuronLoweringError":
+            return getattr(error, "op", None) or "unknown op"
+    return None
+
+
+def failure_info(exc: BaseException) -> dict:
+    """What a failed step records: category, first line of the error, and the op when a graph did not lower."""
+    info = {"category": classify(exc), "error": first_line(exc)}
+    if info["category"] == LOWERING:
+        info["op"] = lowering_op(exc)
+    return info
+
+
 def classify(exc: BaseException) -> str:
     """The category of an exception raised by a neuron step.
 
@@ -70,6 +88,8 @@ def classify(exc: BaseException) -> str:
     ValueError, ...) are sorted by their message."""
     if isinstance(exc, ImportError):
         return NEEDS_PACKAGE
+    if lowering_op(exc) is not None:
+        return LOWERING
     inner = _inner(exc)
     if inner is not None and classify(inner) in (MISSING_OP, DEVICE, DTYPE):
         return classify(inner)  # the backend hit a plugin gap while compiling: that gap is the category

@@ -337,7 +337,7 @@ def _compile_verdict(counts, expected_recompiles: int = 0) -> tuple[str | None, 
 def _run_neuron_step(name: str, ref: CpuReference, model, result: Result, shared: dict) -> None:
     """Run one neuron step and record its verdict; `shared` carries the compiled training call between steps."""
     from . import compile_counters, same_failure
-    from .categories import NUMERIC, classify, first_line
+    from .categories import NUMERIC, failure_info
 
     if name.startswith("generate") and not ref.can_generate:
         result.step(name, NOT_RUN, detail=ref.generate_note)
@@ -388,10 +388,10 @@ def _run_neuron_step(name: str, ref: CpuReference, model, result: Result, shared
     except Exception as e:  # noqa: BLE001 - every failure is a result to report
         if name == "forward-compiled":
             shared["error"] = e
-        category = classify(e)
-        result.step(name, "fail", category=category, error=first_line(e),
+        info = failure_info(e)
+        result.step(name, "fail", **info,
                     seconds=round(time.monotonic() - t0, 2), traceback=traceback.format_exc(limit=-6),
-                    signature=same_failure.signature(category, counts, e))
+                    signature=same_failure.signature(info["category"], counts, e))
 
 
 # A compiled step can fail on neuron for reasons of the model's own: its code breaks the graph

@@ -13,6 +13,7 @@ recompile and graph break is accounted in stats.py.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from typing import Any, Sequence
 
@@ -35,31 +36,39 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], mode
     """Dynamo calls this once per captured graph (again after each recompile or graph break)."""
     from torch._inductor.compile_fx import compile_fx
 
+    from . import random_ops
+    if mode not in (None, "default"):
+        logging.warning(f"Neuron backend does not support mode='{mode}', falling back to default mode.")
     stats.begin_graph(gm, example_inputs)
     static_shapes.require_static_shapes(gm, example_inputs)
     start = time.perf_counter()
     config = dict(INDUCTOR_CONFIG)
     config.update(options or {})
+    example_inputs = list(example_inputs)
+    gm, masks = random_ops.legalize(gm, example_inputs)
     try:
         with _without_aot_autograd_cache():
             from .compiler import compile_graph
-            compiled = compile_fx(gm, list(example_inputs), inner_compile=compile_graph, config_patches=config)
+            compiled = compile_fx(gm, example_inputs, inner_compile=compile_graph, config_patches=config)
     except Exception as e:
-        if _fallback_execution_disabled():
+        if fallback_execution_disabled():
             raise
         # TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0: as TorchNeuron, run the graph eagerly instead.
         import warnings
         warnings.warn(f"neuron compile failed ({type(e).__name__}: {e}); running this graph eagerly because "
-                      f"TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0")
+                      f"{FALLBACK_SWITCH}=0")
         compiled = gm.forward
     stats.end_graph(time.perf_counter() - start)
-    return compiled
+    return random_ops.drawing_masks(compiled, masks)
 
 
-def _fallback_execution_disabled() -> bool:
+FALLBACK_SWITCH = "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"
+
+
+def fallback_execution_disabled() -> bool:
     """TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION (default 1, as in Neuron 2.33): a compile failure raises."""
     import os
-    return os.environ.get("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "1").strip().lower() not in ("0", "false")
+    return os.environ.get(FALLBACK_SWITCH, "1").strip().lower() not in ("0", "false")
 
 
 static_shapes.follows_neuron_rules(neuron_backend)

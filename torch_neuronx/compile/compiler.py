@@ -3,9 +3,11 @@
 compile_fx (Inductor's driver) does the Dynamo-graph work: decompositions,
 AOTAutograd tracing of forward and backward, joint-graph passes, partitioning.
 It then hands each resulting ATen graph to an "inner compiler"; this module is
-that inner compiler. It retargets the graph to the host (host_graph.py), looks
-it up in the NEFF cache, and on a miss runs Inductor's C++ code generation on
-it (compile_fx_inner), then makes the result run on device memory (launch.py).
+that inner compiler. It lowers a copy of the graph to StableHLO as TorchNeuron does
+(lowering.py: a graph Trainium cannot compile fails here), retargets the graph
+to the host (host_graph.py), looks both up in the NEFF cache, and on a miss
+lowers it and runs Inductor's C++ code generation on it (compile_fx_inner),
+then makes the result run on device memory (launch.py).
 
 Inductor keeps the kernel libraries it builds in its own directory and reuses
 any file it finds there. A compile killed while writing one (a timeout, Ctrl-C)
@@ -28,9 +30,9 @@ from typing import Any, Callable, Sequence
 
 import torch.fx
 
-from . import host_graph, neff_cache, stats
+from . import artifacts, host_graph, lowering, neff_cache, stats
 from .cache_trust import Untrusted
-from .errors import NeuronCompileError
+from .errors import NeuronCompileError, NeuronLoweringError
 from .launch import NeuronGraph, device_callable
 
 
@@ -40,15 +42,53 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwa
     start = time.perf_counter()
     require_private_inductor_dir()
     kind = "backward" if kwargs.get("is_backward") else ("inference" if kwargs.get("is_inference") else "forward")
+    lowering_mode = lowering.mode()
+    # The lowering stage works on a copy taken before the executed graph is retargeted to the host;
+    # that copy is also the graph run eagerly if it does not lower and fallback execution is on.
+    device_graph = lowering.prepare(gm) if lowering_mode != "off" else None
+    artifacts.begin_graph()
     host = host_graph.to_host(gm, example_inputs)
 
     def build():
         return _rebuilding_damaged_libraries(lambda: compile_fx_inner(host.gm, host.example_inputs, **kwargs))
 
-    compiled, cache_hit = neff_cache.load_or_build(host.gm, host.example_inputs, kind, kwargs, build)
-    graph = NeuronGraph(device_callable(compiled, host.plan.device_index), host.plan, name=kind)
+    def lower() -> str:
+        return lowering.lower(lowering.prepare(device_graph), kind).stablehlo
+
+    try:
+        compiled, stablehlo, cache_hit = neff_cache.load_or_build(
+            host.gm, host.example_inputs, kind, kwargs, build, lower=lower if device_graph is not None else None,
+            lowering=lowering.fingerprint() if device_graph is not None else "")
+    except NeuronLoweringError as e:
+        from .backend import fallback_execution_disabled
+        if fallback_execution_disabled():
+            raise
+        return _eager_fallback(device_graph, e, kind)
+    if cache_hit and device_graph is not None:
+        artifacts.save_cached(lowering.prepare(device_graph), stablehlo, kind)
+    call = device_callable(compiled, host.plan.device_index)
+    if lowering_mode == "check":
+        from .lowering_check import checked_once
+        call = checked_once(call, stablehlo, kind)
+    graph = NeuronGraph(call, host.plan, name=kind, mutated_inputs=getattr(compiled, "mutated_input_idxs", ()) or ())
     stats.record_neff(kind, cache_hit, time.perf_counter() - start)
     return graph
+
+
+def _eager_fallback(device_graph: torch.fx.GraphModule, error: NeuronLoweringError, kind: str) -> Any:
+    """TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0: a graph that does not lower runs eagerly on neuron."""
+    from .backend import FALLBACK_SWITCH
+    log.warning("neuron: this %s graph does not compile for Trainium (%s does not lower to StableHLO, made by %s); "
+                "running it eagerly because %s=0.", kind, error.op or "an op", error.location or "unknown code",
+                FALLBACK_SWITCH)
+    stats.record_eager_graph(kind, error.op)
+    run = torch.fx.Interpreter(device_graph).boxed_run
+
+    def eager(args: list[Any]) -> list[Any]:
+        outputs = run(args)
+        return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+    eager._boxed_call = True
+    return eager
 
 
 log = logging.getLogger("torch_neuronx.compile")

@@ -34,10 +34,6 @@ class HostGraphPlan:
     device_index: int                # the NeuronCore the graph runs on
     device_outputs: tuple[int, ...]  # graph outputs that are neuron tensors
     host_outputs: tuple[int, ...]    # graph outputs that are CPU tensors
-    # CPU tensor inputs the graph only uses after moving them to the device (a model's table kept as a
-    # plain attribute, moved in forward): retargeted, that move is a no-op, so the caller moves them,
-    # as eager does, and ATen kernels the graph calls see them next to device buffers.
-    inputs_to_device: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass
@@ -94,25 +90,6 @@ def _host_example(x: Any, mode) -> Any:
         return base.as_strided(x.shape, x.stride(), x.storage_offset())
 
 
-def _moves_to_device(node: torch.fx.Node) -> bool:
-    """A copy of its input onto a neuron device (`.to("neuron")` traced: device_put or _to_copy)."""
-    if node.op != "call_function":
-        return False
-    if node.target is prims.device_put.default:
-        device = node.args[1] if len(node.args) > 1 else node.kwargs.get("device")
-    elif node.target is aten._to_copy.default:
-        device = node.kwargs.get("device")
-    else:
-        return False
-    return isinstance(device, torch.device) and device.type == NEURON
-
-
-def _only_moved_to_device(placeholder: torch.fx.Node) -> bool:
-    val = placeholder.meta.get("val")
-    return isinstance(val, torch.Tensor) and val.device.type == "cpu" and bool(placeholder.users) \
-        and all(_moves_to_device(user) for user in placeholder.users)
-
-
 def _graph_device_index(example_inputs: Sequence[Any], gm: torch.fx.GraphModule) -> int:
     for x in example_inputs:
         if _is_neuron(x):
@@ -156,10 +133,14 @@ def to_host(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> HostGrap
     outputs = output_node.args[0]
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     values = [out.meta.get("val") if isinstance(out, torch.fx.Node) else None for out in outputs]
-    device_outputs = tuple(i for i, v in enumerate(values) if _is_neuron(v))
-    host_outputs = tuple(i for i, v in enumerate(values) if isinstance(v, torch.Tensor) and v.device.type == "cpu")
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    inputs_to_device = tuple(i for i, ph in enumerate(placeholders) if _only_moved_to_device(ph))
+    # A graph traced on CPU tensors (a CPU model compiled for neuron) runs on device copies of its inputs
+    # and returns device tensors, as TorchNeuron's executor does (launch.InputPlacement): none is a host output.
+    traced_on_device = any(_is_neuron(ph.meta.get("val")) for ph in placeholders)
+    device_outputs = tuple(i for i, v in enumerate(values)
+                           if _is_neuron(v) or not traced_on_device and isinstance(v, torch.Tensor))
+    host_outputs = tuple(i for i, v in enumerate(values)
+                         if traced_on_device and isinstance(v, torch.Tensor) and v.device.type == "cpu")
 
     for node in list(gm.graph.nodes):
         if node.op == "call_function" and node.target in _DEVICE_SEMANTICS:
@@ -194,6 +175,5 @@ def to_host(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> HostGrap
     finally:
         mode.allow_non_fake_inputs = allow
 
-    plan = HostGraphPlan(device_index=device_index, device_outputs=device_outputs, host_outputs=host_outputs,
-                         inputs_to_device=inputs_to_device)
+    plan = HostGraphPlan(device_index=device_index, device_outputs=device_outputs, host_outputs=host_outputs)
     return HostGraph(gm, host_inputs, plan)

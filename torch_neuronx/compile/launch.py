@@ -148,22 +148,83 @@ def device_callable(compiled: Any, device_index: int) -> Callable[[list[Any]], S
     return holder.current_callable
 
 
+AUTOCOPY_DISABLE_ENV = "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY"
+RETAIN_DEVICE_ENV = "TORCH_NEURONX_RETAIN_DEVICE_MODE"
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "0").strip().lower() in ("1", "true", "yes")
+
+
+class InputPlacement:
+    """Where a compiled graph's inputs come from and where its outputs go, as TorchNeuron's executor decides.
+
+    CPU tensor inputs (a CPU model's parameters, CPU batches) are copied to the graph's NeuronCore,
+    unless TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY=1 (then they are an error); outputs stay on the
+    device, unless TORCH_NEURONX_RETAIN_DEVICE_MODE=1 (then they go to the inputs' device, which must
+    be one). A copied input the graph updates in place (BatchNorm's running statistics) is written
+    back to the caller's tensor.
+    """
+
+    def __init__(self, args: list[Any], device_index: int, mutated_inputs: Sequence[int]):
+        self._retain_device = None
+        if _env_flag(RETAIN_DEVICE_ENV):
+            self._retain_device = _single_input_device(args)
+        self._written_back: list[tuple[torch.Tensor, torch.Tensor]] = []
+        copies = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.device.type == "cpu"]
+        if copies and _env_flag(AUTOCOPY_DISABLE_ENV):
+            raise RuntimeError(f"Input tensor at index {copies[0]} is on cpu device, expected neuron. Move tensor to "
+                               f"Neuron device first with tensor.to('neuron')")
+        device = torch.device("neuron", device_index)
+        for i in copies:
+            original = args[i]
+            args[i] = original.to(device)
+            if i in mutated_inputs:
+                self._written_back.append((original, args[i]))
+
+    def restore(self, outputs: list[Any]) -> list[Any]:
+        for original, copy in self._written_back:
+            original.copy_(copy)
+        if self._retain_device is not None:
+            outputs = [o.to(self._retain_device) if isinstance(o, torch.Tensor) and o.device.type != self._retain_device
+                       else o for o in outputs]
+        return outputs
+
+
+def _single_input_device(args: list[Any]) -> str | None:
+    device = None
+    for a in args:
+        if not isinstance(a, torch.Tensor):
+            continue
+        if device is None:
+            device = a.device.type
+        elif a.device.type != device:
+            from .errors import NEFFExecutionError
+            raise NEFFExecutionError(f"cannot mix input devices with {RETAIN_DEVICE_ENV}=1, got {device} and "
+                                     f"{a.device.type}")
+    return device
+
+
 class NeuronGraph(OutputCode):
     """A compiled graph, callable with AOTAutograd's boxed calling convention (a list it may clear)."""
 
-    def __init__(self, device_call: Callable[[list[Any]], Sequence[Any]], plan: HostGraphPlan, name: str):
+    def __init__(self, device_call: Callable[[list[Any]], Sequence[Any]], plan: HostGraphPlan, name: str,
+                 mutated_inputs: Sequence[int] = ()):
         # An instance attribute: wrappers (torch._dynamo.disable) copy __dict__, and AOTAutograd
         # checks the wrapper for it to pass the argument list instead of unpacking it.
         self._boxed_call = True
         self._call = device_call
         self.plan = plan
         self.name = name
+        self.mutated_inputs = tuple(mutated_inputs)
 
     def __call__(self, args: list[Any]) -> list[Any]:
+        placement = InputPlacement(args, self.plan.device_index, self.mutated_inputs)
+        outputs = self._run(args)
+        return placement.restore(self._place_outputs(outputs))
+
+    def _run(self, args: list[Any]) -> list[Any]:
         plan = self.plan
-        for i in plan.inputs_to_device:
-            if isinstance(args[i], torch.Tensor) and args[i].device.type == "cpu":
-                args[i] = args[i].to(torch.device("neuron", plan.device_index))
         # Neuron's eager dtype rules (int64 range, float64 rounding) stay out of the compiled graph:
         # Inductor's code calls ATen ops of its own (dropout seeds over the whole int64 range).
         in_graph = _C._set_in_compiled_graph(True)
@@ -175,7 +236,7 @@ class NeuronGraph(OutputCode):
                 outputs = self._call(args)
         finally:
             _C._set_in_compiled_graph(in_graph)
-        return self._place_outputs(list(outputs))
+        return list(outputs)
 
     def _place_outputs(self, outputs: list[Any]) -> list[Any]:
         """Outputs on the device the traced graph put them on.

@@ -123,7 +123,7 @@ CODEGEN_SOURCES = ("host_graph.py",)
 # Bump when anything else changes what an entry holds or how compiled code is generated: the arguments
 # compiler.py gives Inductor's inner compiler, the INDUCTOR_CONFIG in backend.py that the Inductor
 # config hash does not cover, the payload layout below (MAGIC versions the header only).
-CODEGEN_VERSION = 1
+CODEGEN_VERSION = 2
 
 
 def codegen_fingerprint(directory: str = os.path.dirname(os.path.abspath(__file__))) -> str:
@@ -193,11 +193,13 @@ def _flat_tensors(x: Any) -> list[torch.Tensor]:
 
 
 def graph_key(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], kind: str,
-              graph_kwargs: dict[str, Any]) -> str:
+              graph_kwargs: dict[str, Any], lowering: str = "") -> str:
+    """`lowering`: the lowering stage's fingerprint when the entry holds the graph's StableHLO too."""
     from torch._inductor import config as inductor_config
     code = "\n".join(line for line in gm.code.splitlines() if not line.strip().startswith("#"))
     h = hashlib.sha256()
     h.update(_environment_fingerprint())
+    h.update(f"lowering {lowering}\n".encode())
     h.update(inductor_config.get_hash())
     h.update(kind.encode())
     h.update(repr(tuple(graph_kwargs.get("static_input_idxs") or ())).encode())
@@ -394,13 +396,13 @@ def _decode(data: bytes, key: str, store_key: bytes | None) -> dict[str, Any]:
     return payload
 
 
-def _store(store: Store, key: str, kind: str, compiled: Any) -> None:
+def _store(store: Store, key: str, kind: str, compiled: Any, stablehlo: str | None) -> None:
     try:
         serializable = copy.copy(compiled)
         serializable.prepare_for_serialization()
         payload = {"magic": MAGIC.decode(), "key": key, "kind": kind, "created": time.time(),
                    "graph": pickle.dumps(serializable, protocol=pickle.HIGHEST_PROTOCOL),
-                   "kernels": _kernel_libraries(compiled)}
+                   "kernels": _kernel_libraries(compiled), "stablehlo": stablehlo}
         data = _encode(payload, key, store.key)
     except Exception as e:  # not serializable: this graph is simply not cached
         log.debug("neuron: graph %s not cached: %s", key, e)
@@ -408,11 +410,15 @@ def _store(store: Store, key: str, kind: str, compiled: Any) -> None:
     store.write(key, data)
 
 
-def _load(store: Store, key: str, example_inputs: Sequence[Any], graph_kwargs: dict[str, Any]) -> Any | None:
+def _load(store: Store, key: str, example_inputs: Sequence[Any], graph_kwargs: dict[str, Any],
+          lowered: bool) -> tuple[Any, str | None] | None:
     data = store.read(key)
     if data is None:
         return None
     payload = _decode(data, key, store.key)
+    stablehlo = payload.get("stablehlo")
+    if lowered and not isinstance(stablehlo, str):
+        raise CorruptEntry("the entry lacks the graph's StableHLO")
     from torch._inductor.output_code import CompiledFxGraphConstants
     try:
         from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -427,7 +433,7 @@ def _load(store: Store, key: str, example_inputs: Sequence[Any], graph_kwargs: d
     except Exception as e:
         _forget_output_strides()
         raise CorruptEntry(f"cannot load the compiled graph ({type(e).__name__}: {e})") from e
-    return compiled
+    return compiled, stablehlo
 
 
 def _forget_output_strides() -> None:
@@ -469,21 +475,30 @@ def _with_inner_defaults(graph_kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_or_build(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], kind: str,
-                  graph_kwargs: dict[str, Any], build: Callable[[], Any]) -> tuple[Any, bool]:
-    """The compiled graph for `gm`: from the cache if a trusted, valid entry exists, else built (and stored)."""
+                  graph_kwargs: dict[str, Any], build: Callable[[], Any],
+                  lower: Callable[[], str] | None = None, lowering: str = "") -> tuple[Any, str | None, bool]:
+    """(compiled graph, its StableHLO, cache hit): from the cache if a trusted, valid entry exists, else
+    lowered (`lower`, when given: the lowering stage, whose fingerprint is `lowering`), built and stored.
+
+    The lowering runs before the build: a graph that does not lower fails before Inductor compiles it.
+    """
+    def lower_and_build() -> tuple[Any, str | None]:
+        stablehlo = lower() if lower is not None else None
+        return build(), stablehlo
+
     if not enabled():
-        return build(), False
+        return (*lower_and_build(), False)
     store = open_store()
     if store is None:
-        return build(), False
+        return (*lower_and_build(), False)
     try:
-        key = graph_key(gm, example_inputs, kind, graph_kwargs)
+        key = graph_key(gm, example_inputs, kind, graph_kwargs, lowering if lower is not None else "")
     except Uncacheable as e:
         log.debug("neuron: graph not cached: %s", e)
-        return build(), False
-    compiled = None
+        return (*lower_and_build(), False)
+    loaded = None
     try:
-        compiled = _load(store, key, example_inputs, _with_inner_defaults(graph_kwargs))
+        loaded = _load(store, key, example_inputs, _with_inner_defaults(graph_kwargs), lower is not None)
     except Untrusted as e:
         _reject(store, key, str(e))
     except Unauthenticated as e:
@@ -491,11 +506,11 @@ def load_or_build(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], kind:
         store.discard(key)
     except CorruptEntry as e:
         _discard(store, key, str(e))
-    if compiled is not None:
-        return compiled, True
-    compiled = build()
+    if loaded is not None:
+        return (*loaded, True)
+    compiled, stablehlo = lower_and_build()
     try:
-        _store(store, key, kind, compiled)
+        _store(store, key, kind, compiled, stablehlo)
     except (OSError, Untrusted) as e:  # a read-only or full cache directory must not fail the compile
         log.warning("neuron: cannot write compile cache entry %s: %s", store.entry(key), e)
-    return compiled, False
+    return compiled, stablehlo, False

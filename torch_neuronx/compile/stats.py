@@ -33,8 +33,8 @@ def reset() -> None:
     with _lock:
         _state.clear()
         _state.update(graphs_compiled=0, neffs_built=0, cache_hits=0, cache_corrupt_entries=0,
-                      cache_rejected_entries=0, compile_seconds=0.0,
-                      recompiles=[], graph_breaks=[])
+                      cache_rejected_entries=0, graphs_lowered=0, compile_seconds=0.0, lowering_seconds=0.0,
+                      recompiles=[], graph_breaks=[], eager_graphs=[], lowering_checks=[])
         _signatures.clear()
         _logged_breaks.clear()
 
@@ -51,9 +51,15 @@ def compile_stats() -> dict[str, Any]:
     cache_corrupt_entries  cache entries found damaged, deleted and rebuilt
     cache_rejected_entries cache entries not read because they could not be trusted (another user's file,
                       a directory others can write, a failed authentication in a shared cache)
+    graphs_lowered    compiled units lowered to StableHLO (lowering.py; a cache hit lowers nothing)
+    lowering_checks   TORCHNEURON_LOWERING=check: one entry per graph whose StableHLO ran in the reference
+                      interpreter against the executed result (kind, checked, outputs, max_abs_diff)
     recompiles        one entry per recompile: function, reason, changed inputs (name, old, new shape)
     graph_breaks      one entry per graph break: reason and user code location
+    eager_graphs      graphs run eagerly because they do not lower (TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0):
+                      kind (forward, backward, inference) and op
     compile_seconds   wall time spent compiling
+    lowering_seconds  the part of it spent lowering to StableHLO
     """
     with _lock:
         out = {k: (list(v) if isinstance(v, list) else v) for k, v in _state.items()}
@@ -207,6 +213,22 @@ def end_graph(seconds: float) -> None:
     _in_backend.active = False
     with _lock:
         _state["compile_seconds"] += seconds
+
+
+def record_lowering(seconds: float) -> None:
+    with _lock:
+        _state["graphs_lowered"] += 1
+        _state["lowering_seconds"] += seconds
+
+
+def record_lowering_check(result: dict) -> None:
+    with _lock:
+        _state["lowering_checks"].append(result)
+
+
+def record_eager_graph(kind: str, op: str | None) -> None:
+    with _lock:
+        _state["eager_graphs"].append({"kind": kind, "op": op})
 
 
 def record_neff(kind: str, cache_hit: bool, seconds: float) -> None:

@@ -173,7 +173,7 @@ def _compiled(source: PipelineBuild, backend, device: str, counting: dict):
 
 def _step(source: PipelineBuild, step: str, ref: np.ndarray, result, shared: dict) -> None:
     from .. import same_failure
-    from ..categories import NUMERIC, classify, first_line
+    from ..categories import NUMERIC, failure_info
     from ..worker import _compile_verdict
     result.running(step)
     t0 = time.monotonic()
@@ -193,10 +193,10 @@ def _step(source: PipelineBuild, step: str, ref: np.ndarray, result, shared: dic
                     max_abs_diff=diff, seconds=round(time.monotonic() - t0, 2),
                     signature=same_failure.signature(category, counting.get("counts")) if category else None)
     except Exception as e:  # noqa: BLE001 - every failure is a result to report
-        category = classify(e)
-        result.step(step, "fail", category=category, error=first_line(e), seconds=round(time.monotonic() - t0, 2),
+        info = failure_info(e)
+        result.step(step, "fail", **info, seconds=round(time.monotonic() - t0, 2),
                     traceback=traceback.format_exc(limit=-6),
-                    signature=same_failure.signature(category, counting.get("counts"), e))
+                    signature=same_failure.signature(info["category"], counting.get("counts"), e))
 
 
 def _recheck_on_cpu(source: PipelineBuild, ref: np.ndarray, result, shared: dict) -> None:
