@@ -100,6 +100,37 @@ def test_graph_that_does_not_lower_fails_naming_the_op_the_line_and_the_fixes():
     assert recorded["category"] == "lowering" and recorded["op"] == "aten.erfinv"
 
 
+@torch.library.custom_op("lowering_test::opaque_scale", mutates_args=())
+def opaque_scale(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+@opaque_scale.register_fake
+def _opaque_scale_fake(x):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("lowering_test::opaque_scale_", mutates_args={"x"})
+def opaque_scale_(x: torch.Tensor) -> None:
+    x.mul_(2)
+
+
+@pytest.mark.parametrize("op", ["opaque_scale", "opaque_scale_"])
+def test_custom_op_that_is_no_nki_kernel_does_not_lower(op):
+    """A torch.library op has no StableHLO lowering (only NKI kernels and collectives become custom calls, as in
+    TorchNeuron): it fails as on Trainium, named, also when it writes its input (inside auto_functionalized_v2)."""
+    def f(x):
+        y = x + 1
+        if op == "opaque_scale":
+            return opaque_scale(y)
+        opaque_scale_(y)
+        return y
+    with pytest.raises(Exception) as info:
+        torch.compile(f, backend="neuron", fullgraph=True)(torch.randn(8, device="neuron"))
+    assert f"lowering_test.{op} does not lower to StableHLO" in str(info.value)
+    assert info.value.inner_exception.op == f"lowering_test.{op}"
+
+
 def test_graph_that_does_not_lower_runs_eagerly_when_fallback_execution_is_on(monkeypatch, caplog):
     monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "0")
     x = torch.randn(8, 8)
@@ -122,6 +153,39 @@ def test_switch_off_compiles_with_inductor_only(monkeypatch):
     torch._dynamo.reset()
     with pytest.raises(Exception, match="TORCHNEURON_LOWERING='sometimes' is not a valid value"):
         torch.compile(lambda x: x + 1, backend="neuron")(x.to("neuron"))
+
+
+COLLECTIVES_SCRIPT = """
+import torch, torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+dist.init_process_group("neuron", rank=0, world_size=1)
+def f(x):
+    return funcol.all_gather_tensor(funcol.all_reduce(x * 2, "sum", dist.group.WORLD), 0, dist.group.WORLD) + 1
+x = torch.randn(4, 8, device="neuron")
+assert torch.equal(torch.compile(f, backend="neuron", fullgraph=True)(x).cpu(), x.cpu() * 2 + 1)
+print(torch_neuronx.compile_stats()["lowering_checks"])
+dist.destroy_process_group()
+"""
+
+
+def test_collectives_lower_to_custom_calls_named_after_them(tmp_path):
+    """Functional collectives in a compiled graph are custom calls named after the c10d op (TorchNeuron makes
+    StableHLO collectives of them), typed with the local shapes, the rest lowered around them; the interpreter
+    check skips the graph."""
+    from helpers import run_python
+    from test_distributed_launch import free_port
+    r = run_python("import torch_neuronx\n" + COLLECTIVES_SCRIPT, env={
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "TORCH_NEURONX_DEBUG_DIR": str(tmp_path),
+        "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS": "1", "TORCH_NEURONX_DISABLE_NEFF_CACHE": "1",
+        "TORCHNEURON_LOWERING": "check"}, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "'checked': False" in r.stdout and "_c10d_functional.all_reduce" in r.stdout, r.stdout
+    [path] = glob.glob(str(tmp_path / "stablehlo" / "proc_0" / "*_inference.stablehlo.mlir"))
+    stablehlo = open(path).read()
+    assert 'stablehlo.custom_call @_c10d_functional.all_reduce(%' in stablehlo
+    assert 'backend_config = "reduce_op=sum, group_name=0"} : (tensor<4x8xf32>) -> tensor<4x8xf32>' in stablehlo
+    assert "stablehlo.custom_call @_c10d_functional.all_gather_into_tensor(" in stablehlo
+    assert "stablehlo.multiply" in stablehlo and "stablehlo.add" in stablehlo and "wait_tensor" not in stablehlo
 
 
 # ------------------------------------------------------------------ the cache

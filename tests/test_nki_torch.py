@@ -5,7 +5,10 @@ as one graph node, the profiler and statistics, strict memory, `import nki` alia
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import re
 import subprocess
 import sys
 
@@ -18,6 +21,7 @@ import nki.language as nl
 import neuronxcc.nki as bnki
 import neuronxcc.nki.language as bnl
 import neuronxcc.nki.typing as nt
+import torch_neuronx
 import torch_neuronx.nki as tnki
 from torch_neuronx import nki_op, wrap_nki
 
@@ -153,6 +157,71 @@ def test_compiled_kernel_is_one_graph_node():
     torch.testing.assert_close(compiled(a, b).cpu(), f(a, b).cpu())
 
 
+_CUSTOM_CALL = re.compile(r'stablehlo\.custom_call @(\w+)\(([^)]*)\) \{(.*)\} : \(([^)]*)\) -> (.+)$')
+
+
+def _nki_custom_calls(stablehlo: str) -> dict:
+    """func_name -> (operand types, result types, aliased operand indices, decoded backend_config) of each
+    custom call of the module."""
+    calls = {}
+    for line in stablehlo.splitlines():
+        match = _CUSTOM_CALL.search(line.strip())
+        if match:
+            target, _, attributes, operands, results = match.groups()
+            assert target == "AwsNeuronCustomNativeKernel", line
+            config = json.loads(base64.b64decode(re.search(r'backend_config = "([^"]*)"', attributes).group(1)))
+            aliases = [int(i) for i in re.findall(r"operand_index = (\d+)", attributes)]
+            calls[config["func_name"]] = (operands.split(", "), results, aliases, config)
+    return calls
+
+
+def test_compiled_kernels_lower_to_custom_calls_that_carry_them(tmp_path, monkeypatch):
+    """In the StableHLO of a compiled graph each kernel launch and nki_op is TorchNeuron's custom call
+    AwsNeuronCustomNativeKernel (a base64 JSON backend_config naming the kernel), its operands and results typed,
+    each input it writes aliased (a parameter, an nki_op's argument that is a slice of a graph input); the rest
+    of the graph lowers around them; the interpreter check skips such a graph, naming why."""
+    from torch_neuronx.neuron_dynamo_backend import load_mlir
+    for name, value in (("TORCH_NEURONX_DEBUG_DIR", str(tmp_path)), ("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1"),
+                        ("TORCH_NEURONX_DISABLE_NEFF_CACHE", "1"), ("TORCHNEURON_LOWERING", "check")):
+        monkeypatch.setenv(name, value)
+
+    def f(a, b, c, d, out, x, buf, s):
+        add_into_out(c, d, out)              # writes its parameter `out`, a graph input
+        add_(x, x, buf[128:])                # an nki_op writing a slice of a graph input
+        return scaled_add[2](torch.relu(a), b, 0.5) * 2, square(s)
+
+    torch._dynamo.reset()
+    torch.neuron.reset_dynamo_metrics()
+    cpu = [torch.randn(256, 64), torch.randn(256, 64), torch.randn(128, 64), torch.randn(128, 64),
+           torch.zeros(128, 64), torch.randn(128), torch.zeros(256), torch.randn(128, 16)]
+    dev = [t.to(DEV) for t in cpu]
+    got = torch.compile(f, backend="neuron", fullgraph=True)(*dev)
+    torch.testing.assert_close(got[0].cpu(), (cpu[0].relu() * 0.5 + cpu[1]) * 2)
+    torch.testing.assert_close(got[1].cpu(), cpu[7] * cpu[7])
+    torch.testing.assert_close(dev[4].cpu(), cpu[2] + cpu[3])
+    torch.testing.assert_close(dev[6].cpu(), torch.cat([torch.zeros(128), cpu[5] * 2]))
+
+    [path] = (tmp_path / "stablehlo" / "proc_0").glob("*_inference.stablehlo.mlir")
+    stablehlo = path.read_text()
+    load_mlir(path).operation.verify()
+    calls = _nki_custom_calls(stablehlo)
+    assert sorted(calls) == ["add_into_out", "nki_test::add_", "nki_test::square", "scaled_add"], stablehlo
+    f32 = "tensor<{}xf32>".format
+    operands, results, aliases, config = calls["scaled_add"]
+    assert operands == [f32("256x64")] * 2 and results == f32("256x64") and aliases == []
+    assert config["grid"] == [2] and config["input_names"] == ["a", "b"] and config["constants"] == {"scale": 0.5}
+    operands, results, aliases, config = calls["add_into_out"]
+    assert operands == [f32("128x64")] * 3 and results == f32("128x64") and aliases == [2]
+    assert config["input_names"] == ["x", "y", "out"] and config["output_names"] == ["out"]
+    operands, results, aliases, config = calls["nki_test::add_"]
+    assert operands == [f32("128")] * 3 and results == f32("128") and aliases == [2]
+    assert config["kernels"] == ["add_kernel_mut"]
+    assert calls["nki_test::square"][3]["kernels"] == ["square_kernel"]
+    assert "stablehlo.maximum" in stablehlo  # the relu, lowered as any op
+    [check] = torch_neuronx.compile_stats()["lowering_checks"]
+    assert not check["checked"] and "AwsNeuronCustomNativeKernel" in check["why"], check
+
+
 def test_launch_plan_is_a_dynamo_constant_without_importing_dynamo():
     """integrations/dynamo_constant_result.py: torch's decorator still only sets the attribute the shim sets."""
     import torch._dynamo
@@ -243,6 +312,7 @@ INSTANCE_SCRIPT = """
 import sys
 sys.path.insert(0, "tests")
 import torch, nki, nki.language as nl
+import torch_neuronx
 import torch_neuronx.nki as tnki
 from test_nki_torch import scaled_add
 a = torch.randn(128, 8, device="neuron")

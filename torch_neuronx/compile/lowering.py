@@ -19,7 +19,9 @@ What is lowered is the graph as TorchNeuron presents it to torch-mlir, a copy of
   - ops presented as TorchNeuron's decompositions present them (decompositions.py: the PyTorch
     decompositions it selects, attention as math rather than the host's flash kernel, what only
     Inductor's decompositions make as the ops it stands for), complex values as real pairs
-    (complex_ops.py), collectives as local stand-ins;
+    (complex_ops.py);
+  - NKI kernels and collectives cut out of the graph torch-mlir lowers and put back into the StableHLO as
+    custom calls (stand_ins.py: an NKI kernel as TorchNeuron's `stablehlo.custom_call @AwsNeuronCustomNativeKernel`);
   - float64 computed as float32, as on the device (TorchNeuron's dtype_conversion_pass); int64 stays
     i64 in StableHLO, as in TorchNeuron (neuronx-cc computes it in 32 bits).
 Dropout masks are already graph inputs drawn on the CPU (random_ops.py, RandomOpLegalization).
@@ -45,7 +47,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from . import complex_ops
+from . import complex_ops, stand_ins
 from .errors import NeuronLoweringError
 
 SWITCH = "TORCHNEURON_LOWERING"
@@ -79,7 +81,7 @@ def fingerprint() -> str:
     from importlib.metadata import version
     h = hashlib.sha256(f"torch-mlir {version('torch-mlir')}\n".encode())
     here = os.path.dirname(os.path.abspath(__file__))
-    for name in ("lowering.py", "decompositions.py", "complex_ops.py"):
+    for name in ("lowering.py", "decompositions.py", "complex_ops.py", "stand_ins.py"):
         with open(os.path.join(here, name), "rb") as f:
             h.update(name.encode() + b"\0" + f.read())
     return h.hexdigest()
@@ -389,46 +391,6 @@ def _native_dropout_as_masks(gm: torch.fx.GraphModule) -> None:
         gm.graph.erase_node(node)
 
 
-_COLLECTIVE_NAMESPACES = ("_c10d_functional", "_c10d_functional_autograd", "c10d", "_dtensor")
-COLLECTIVE_STAND_INS = "torch_neuronx.collective_stand_ins"  # module attribute of a program that has them
-
-
-def _collectives_as_local_stand_ins(gm: torch.fx.GraphModule) -> bool:
-    """Collectives (functional c10d ops of tensor-parallel graphs) as stand-ins of their local shape; process
-    group objects dropped from the program's inputs. Returns whether there were any.
-
-    TorchNeuron lowers them to StableHLO collectives (its CollectiveLegalization pass and AWS's torch-mlir fork);
-    the public torch-mlir cannot import them at all. The stand-in (the input where the shape is kept, zeros of
-    the result's shape otherwise) keeps the rest of the graph lowered and checked op by op; the artifact shows
-    no collective, and the interpreter check skips such a graph.
-    """
-    found = False
-    for node in list(gm.graph.nodes):
-        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload) or \
-                node.target.namespace not in _COLLECTIVE_NAMESPACES:
-            continue
-        found = True
-        value = node.meta.get("val")
-        source = next((a for a in node.args if isinstance(a, torch.fx.Node) and
-                       isinstance(a.meta.get("val"), torch.Tensor)), None)
-        if isinstance(value, torch.Tensor) and source is not None and \
-                tuple(source.meta["val"].shape) == tuple(value.shape) and source.meta["val"].dtype == value.dtype:
-            node.replace_all_uses_with(source)
-        elif isinstance(value, torch.Tensor):
-            with gm.graph.inserting_before(node):
-                zeros = gm.graph.call_function(aten.full.default, (list(value.shape), 0), {"dtype": value.dtype})
-            zeros.meta.update(node.meta)
-            node.replace_all_uses_with(zeros)
-        else:
-            continue
-        gm.graph.erase_node(node)
-    for node in list(gm.graph.nodes):  # process groups and other script objects
-        if node.op == "placeholder" and not node.users and \
-                not isinstance(node.meta.get("val"), (torch.Tensor, torch.SymInt, int, float, bool)):
-            gm.graph.erase_node(node)
-    return found
-
-
 def _input_mutations_as_outputs(gm: torch.fx.GraphModule) -> None:
     """`copy_(input, new_value)` (AOTAutograd's epilogue for an input the graph updates in place, e.g. a
     static KV cache) as one more output: StableHLO values are immutable; TorchNeuron returns the new
@@ -468,14 +430,14 @@ def as_torchneuron_presents_it(gm: torch.fx.GraphModule) -> torch.fx.GraphModule
     _tensor_outputs_only(gm)
     _specialize_symbolic_ints(gm)
     _random_values_as_inputs(gm)
-    if _collectives_as_local_stand_ins(gm):
-        gm.meta["neuron_collective_stand_ins"] = True
+    stand_ins.cut(gm)  # NKI kernels and collectives, put back as custom calls once lowered
     _rng_state_ops_unwrapped(gm)
     _native_dropout_as_masks(gm)
     _input_mutations_as_outputs(gm)
     if _needs_retrace(gm):
         gm.recompile()
-        gm = _retrace(gm)
+        meta, gm = gm.meta, _retrace(gm)  # inputs and outputs keep their positions
+        gm.meta.update(meta)
     _clamp_slice_ends(gm)
     # last: the values the nodes' metadata describe stay on their devices
     _drop_device_moves(gm)
@@ -581,9 +543,8 @@ def to_mlir(gm: torch.fx.GraphModule, stage: str = "stablehlo") -> str:
     except Exception as e:
         left = _torch_ops_left(module) if step != "importing the FX graph" else []
         raise _LoweringFailed(step, f"{type(e).__name__}: {e}", capture.text, left) from e
-    if gm.meta.get("neuron_collective_stand_ins"):
-        with context:
-            module.operation.attributes[COLLECTIVE_STAND_INS] = ir.UnitAttr.get()
+    if stage == "stablehlo" and gm.meta.get(stand_ins.META_KEY):
+        stand_ins.stitch(module, gm.meta[stand_ins.META_KEY])
     text = module.operation.get_asm(enable_debug_info=False)
     return _float64_as_float32(text, context) if stage == "stablehlo" else text
 
@@ -752,7 +713,9 @@ def lowering_error(graph: torch.fx.GraphModule, failure: _LoweringFailed,
             op = _packet(_op_name(node.target)) if node is not None else op
     if node is None and failure.stage == "importing the FX graph":
         node = _unimportable_node(graph)
-        op = _op_name(node.target) if node is not None else op
+        if node is not None:  # an op that writes its inputs is named, not the auto_functionalized that wraps it
+            wrapped = node.args[0] if node.args and isinstance(node.args[0], torch._ops.OpOverload) else None
+            op = _packet(_op_name(wrapped)) if wrapped is not None else _op_name(node.target)
     original = node.meta.get("original_aten") if node is not None else None
     shown = op or "an op"
     if original is not None and _packet(_op_name(original)) != _packet(op or ""):

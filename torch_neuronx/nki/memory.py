@@ -221,7 +221,8 @@ class NkiTensor:
                      f"{self.describe()} uses indirect (vector_offset) addressing: only DMA (nisa.dma_copy, "
                      "nl.load, nl.store) can read or write it", "copy it with nisa.dma_copy")
             flat = self._alloc.flat_as(self.dtype.storage)
-            d = self._data = flat.as_strided(self.shape, self.strides, self.offset)
+            # as_strided's offset counts from the storage's start: a parameter that is a view (x[128:]) starts later
+            d = self._data = flat.as_strided(self.shape, self.strides, flat.storage_offset() + self.offset)
         return d
 
     def flat_indices(self) -> torch.Tensor:

@@ -77,9 +77,12 @@ def _plan_id(kernel: Kernel, grid: tuple, names: tuple, shapes: tuple, dtypes: t
         pid = _plan_ids.get(key)
     if pid is not None:
         return pid
-    metas = {n: torch.empty(s, dtype=d, device="meta") for n, s, d in zip(names, shapes, dtypes)}
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
     constants = dict(zip(const_names, const_values))
-    _, spec, run = launcher.execute(kernel, grid, metas, constants, None, gen, device="meta")
+    # on plain meta tensors, also when an nki_op's fake kernel first launches it under torch.compile's fake mode
+    with unset_fake_temporarily():
+        metas = {n: torch.empty(s, dtype=d, device="meta") for n, s, d in zip(names, shapes, dtypes)}
+        _, spec, run = launcher.execute(kernel, grid, metas, constants, None, gen, device="meta")
     mutated = tuple(i for i, n in enumerate(names) if n in spec.written_params)
     plan = Plan(kernel, grid, names, constants, gen, spec, mutated, run.cost)
     with _lock:
@@ -101,7 +104,7 @@ _op_local = threading.local()
 
 
 def _inside_nki_op() -> bool:
-    return getattr(_op_local, "depth", 0) > 0
+    return bool(getattr(_op_local, "ops", ()))
 
 
 def call(kernel: Kernel, grid: tuple, bound: dict):
@@ -121,6 +124,8 @@ def call(kernel: Kernel, grid: tuple, bound: dict):
                                f"'{n}' is on {t.device} and '{names[0]}' on {device}")
     pid = _plan_id(kernel, grid, names, tuple(tuple(t.shape) for t in tensors), tuple(t.dtype for t in tensors),
                    const_names, *[bound[n] for n in const_names])
+    for op_name in getattr(_op_local, "ops", ()):
+        _nki_op_kernels[op_name].add(kernel.__name__)
     new_outputs, mutated, items, single = _plan_layout(pid)
     for i in mutated:
         if not tensors[i].is_contiguous():
@@ -174,6 +179,28 @@ def _call_kernel_fake(plan, inputs, outputs) -> None:
     return None
 
 
+def launch_signature(plan: int) -> dict:
+    """A launch as the compile lowering presents it (compile/stand_ins.py: a StableHLO custom call): the kernel's
+    name, grid, tensor parameters in signature order, the positions of those it writes, its constants."""
+    p = _plans[plan]
+    return {"func_name": p.kernel.__name__, "grid": list(p.grid), "params": list(p.names), "written": list(p.mutated),
+            "constants": {k: v if isinstance(v, (str, int, float, bool)) or v is None else repr(v)
+                          for k, v in p.constants.items()}}
+
+
+_nki_op_kernels: dict[str, set] = {}  # the ops nki_op made (qualified names): the kernels each has launched
+
+
+def is_nki_op(op) -> bool:
+    """Whether the OpOverload `op` was made by nki_op (the compile lowering presents it as an NKI kernel call)."""
+    return op._schema.name in _nki_op_kernels
+
+
+def kernels_of(op) -> list:
+    """Names of the kernels the nki_op `op` has launched (on fake tensors too: under torch.compile, tracing runs it)."""
+    return sorted(_nki_op_kernels[op._schema.name])
+
+
 def wrap_nki(kernel, **kwargs):
     """A launchable kernel for PyTorch code, as torch_neuronx.wrap_nki: `wrap_nki(k)(*args)`,
     `wrap_nki(k)[grid](*args)`; accepts @nki.jit / @neuronxcc.nki.jit kernels and plain functions."""
@@ -198,11 +225,11 @@ def nki_op(name: str, fn=None, mutates_args=(), *, device_types=None, schema=Non
 
         @functools.wraps(f)
         def run(*args, **kwargs):
-            _op_local.depth = getattr(_op_local, "depth", 0) + 1
+            _op_local.ops = getattr(_op_local, "ops", ()) + (name,)
             try:
                 out = f(*args, **kwargs)
             finally:
-                _op_local.depth -= 1
+                _op_local.ops = _op_local.ops[:-1]
             inputs = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
             return pytree.tree_map(lambda o: o.clone() if isinstance(o, torch.Tensor) and
                                    any(o is a for a in inputs) else o, out)
@@ -211,5 +238,6 @@ def nki_op(name: str, fn=None, mutates_args=(), *, device_types=None, schema=Non
                                      schema=schema if schema is not None else
                                      torch.library.infer_schema(f, mutates_args=mutates_args))
         op.register_fake(run)
+        _nki_op_kernels.setdefault(name, set())
         return op
     return dec if fn is None else dec(fn)
