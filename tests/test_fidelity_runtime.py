@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import run_python
-from torch_neuronx.runtime import GiB, TopologyError, discover
+from helpers import run_python, discover
+from torch_neuronx.runtime import GiB, TopologyError
 
 MiB = 1 << 20
 RESERVE = 96 * MiB  # the runtime's HBM per physical core
