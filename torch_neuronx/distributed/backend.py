@@ -34,11 +34,11 @@ def _create_backend(dist_opts, backend_options=None):
     from ._native import native
     from .device_binding import bind_at_process_group, check_binding
 
+    from ..runtime import check_collective_group
+    check_collective_group(dist_opts.group_size, list(dist_opts.global_ranks_in_group) or None)  # "Unsupported topology"
     if not dist.is_initialized():  # the default group: binds a rank no launcher bound, before its first device use
         bind_at_process_group(dist_opts.store, dist_opts.group_rank, dist_opts.group_size)
     check_binding()  # more ranks on this host than NeuronCores: a clear error, not a silent shared core
-    from ..runtime import check_collective_group
-    check_collective_group(dist_opts.group_size, list(dist_opts.global_ranks_in_group) or None)  # "Unsupported topology"
     if not dist.is_gloo_available():
         raise RuntimeError("The neuron c10d backend moves data with gloo, but this torch build has no gloo")
     timeout = dist_opts.timeout
