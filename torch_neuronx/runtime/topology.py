@@ -275,10 +275,12 @@ def instance_name(env: Mapping[str, str] | None = None) -> str:
 def announce_default_instance(topo: "Topology", env: Mapping[str, str] | None = None) -> None:
     """Say once, when the runtime starts on the host-chosen default, which instance it is and the switch.
 
-    Only the first rank of a host speaks (LOCAL_RANK unset or 0): a launch of N ranks prints one line.
+    Only the first rank speaks (LOCAL_RANK, else RANK, unset or 0): a launch of N ranks prints one line (ranks an
+    mp.spawn sets RANK for later still print at their start).
     """
     env = os.environ if env is None else env
-    if env.get("TORCHNEURON_INSTANCE", "").strip() or env.get("LOCAL_RANK", "0").strip() not in ("", "0"):
+    rank = env.get("LOCAL_RANK", env.get("RANK", "0")).strip()
+    if env.get("TORCHNEURON_INSTANCE", "").strip() or rank not in ("", "0"):
         return
     import sys
     cpus, ram = host_resources()
