@@ -273,14 +273,21 @@ def instance_name(env: Mapping[str, str] | None = None) -> str:
 
 
 def announce_default_instance(topo: "Topology", env: Mapping[str, str] | None = None) -> None:
-    """Say once, when the runtime starts on the host-chosen default, which instance it is and the switch.
+    """Say once, when the runtime starts on the host-chosen default, which instance it is and the switch; the
+    processes it starts inherit the choice (TORCHNEURON_INSTANCE).
 
     Only the first rank speaks (LOCAL_RANK, else RANK, unset or 0): a launch of N ranks prints one line (ranks an
     mp.spawn sets RANK for later still print at their start).
     """
     env = os.environ if env is None else env
+    if env.get("TORCHNEURON_INSTANCE", "").strip():
+        return
+    # The processes this one starts (`accelerate launch` counts the cores, then starts one rank per core) run
+    # on the same instance, and do not say it again.
+    if env is os.environ:
+        os.environ["TORCHNEURON_INSTANCE"] = topo.instance.name
     rank = env.get("LOCAL_RANK", env.get("RANK", "0")).strip()
-    if env.get("TORCHNEURON_INSTANCE", "").strip() or rank not in ("", "0"):
+    if rank not in ("", "0"):
         return
     import sys
     cpus, ram = host_resources()
