@@ -241,6 +241,8 @@ def main() -> None:
     # is an error, as on Neuron), and did: the --train run of 2026-12-04 lost ranks 0 and 1 that way.
     registry = tempfile.TemporaryDirectory(prefix="torchneuron-bench-cores-")
     os.environ.setdefault("TORCHNEURON_CORE_REGISTRY", os.path.join(registry.name, "cores"))
+    # Up to 8 ranks, one core each: the 64-core instance, whatever the host's default (trn2.3xlarge: 4 cores).
+    os.environ.setdefault("TORCHNEURON_INSTANCE", "trn2.48xlarge")
     if args.train:
         print(f"examples/train_tp_fsdp.py on {args.train} ranks; {os.cpu_count()} CPUs, load average "
               f"{os.getloadavg()[0]:.1f}")

@@ -175,6 +175,7 @@ def main() -> int:
     # The real runs are one emulated host of their own: other emulator processes on this machine (other jobs,
     # other checkouts) hold NeuronCores in the shared core registry, and a held core would fail a rank.
     os.environ.setdefault("TORCHNEURON_CORE_REGISTRY", tempfile.mkdtemp(prefix="plan-accuracy-cores-"))
+    os.environ.setdefault("TORCHNEURON_INSTANCE", "trn2.48xlarge")  # up to 8 ranks: not a small host's 4-core default
     return scale(args) if args.scale else accuracy(args)
 
 

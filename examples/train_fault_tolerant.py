@@ -9,8 +9,8 @@ torch.distributed.checkpoint (DCP) checkpoint every SAVE_EVERY steps, resumed by
     FAULT_AT=1:7:step CKPT_DIR=/tmp/ft $RUN examples/train_fault_tolerant.py
     FAULT_AT=2:6:save,1:7:step CKPT_DIR=/tmp/ft $RUN examples/train_fault_tolerant.py
     # resharding: save under TP 2 x FSDP 4, continue (or just load: STEPS = the saved step) under TP 4 x FSDP 2
-    TP_SIZE=2 CKPT_DIR=/tmp/rs torchrun --nproc-per-node 8 examples/train_fault_tolerant.py
-    TP_SIZE=4 STEPS=12 CKPT_DIR=/tmp/rs torchrun --nproc-per-node 8 examples/train_fault_tolerant.py
+    TORCHNEURON_INSTANCE=trn2.48xlarge TP_SIZE=2 CKPT_DIR=/tmp/rs torchrun --nproc-per-node 8 examples/train_fault_tolerant.py
+    TORCHNEURON_INSTANCE=trn2.48xlarge TP_SIZE=4 STEPS=12 CKPT_DIR=/tmp/rs torchrun --nproc-per-node 8 examples/train_fault_tolerant.py
 
 When a rank dies, torchrun stops the others (their next collective fails at once) and, with --max-restarts,
 starts every rank again. The new attempt loads the newest *committed* checkpoint (torch_neuronx.distributed.

@@ -1,6 +1,6 @@
 """2-D parallel training on neuron: tensor parallel (with sequence parallel) inside FSDP2, under torchrun.
 
-    torchrun --nproc-per-node 8 examples/train_tp_fsdp.py                    # 2 x 4 mesh: FSDP 2, TP 4
+    TORCHNEURON_INSTANCE=trn2.48xlarge torchrun --nproc-per-node 8 examples/train_tp_fsdp.py  # 2 x 4 mesh: FSDP 2, TP 4
     TP_SIZE=4 FSDP_SIZE=8 torchrun --nproc-per-node 32 examples/train_tp_fsdp.py   # 4 x 8: half a trn2.48xlarge
     # two hosts of 16 ranks each (on one machine, each torchrun node is one emulated host):
     torchrun --nnodes 2 --node-rank {0,1} --nproc-per-node 16 --master-addr HOST0 --master-port 29500 \

@@ -6,6 +6,9 @@ import shutil
 import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# The tests are written for the 64-core trn2.48xlarge; without TORCHNEURON_INSTANCE the emulated instance
+# would depend on the host's CPUs and RAM (torch_neuronx.runtime.default_instance, tested on its own).
+os.environ.setdefault("TORCHNEURON_INSTANCE", "trn2.48xlarge")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 # NeuronCores are exclusive per process (torch_neuronx/runtime/ownership.py). Each pytest session gets its
@@ -20,6 +23,7 @@ os.environ["TORCHNEURON_CORE_REGISTRY"] = os.path.join(_CORE_REGISTRY, "pytest")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+torch.neuron.init()  # the runtime starts at first device use and reads the registry then: start it on this one
 os.environ["TORCHNEURON_CORE_REGISTRY"] = os.path.join(_CORE_REGISTRY, "subprocesses")
 
 assert hasattr(torch, "neuron"), "torch_neuronx did not autoload on `import torch`: is it installed (scripts/setup.sh)?"

@@ -25,6 +25,18 @@ def tiny_llama(seed: int = 0, **overrides):
     return LlamaForCausalLM(tiny_llama_config(**overrides)).eval()
 
 
+# The instance the tests are written for (64 cores at LNC=2), whatever the host: conftest.py sets it for the
+# session and its subprocesses; `discover` gives it to topologies built from an explicit environment. The
+# host-chosen default (torch_neuronx.runtime.default_instance) has tests of its own.
+TEST_INSTANCE = "trn2.48xlarge"
+
+
+def discover(env: dict):
+    """torch_neuronx.runtime.discover(env) on TEST_INSTANCE unless `env` names another instance."""
+    from torch_neuronx.runtime import discover as discover_topology
+    return discover_topology({"TORCHNEURON_INSTANCE": TEST_INSTANCE, **env})
+
+
 def run_python(code: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
     """Run code in a fresh interpreter (a new process sees a fresh environment and runtime)."""
     full_env = dict(os.environ)

@@ -57,8 +57,8 @@ def test_copies_strided_and_dtype_conversion():
     assert torch.equal(n.t().contiguous().cpu(), x.t().contiguous())
     assert torch.equal(n.t().cpu(), x.t())
     assert torch.equal(n.to(torch.bfloat16).cpu(), x.to(torch.bfloat16))
-    assert torch.equal(n.to("neuron:2").cpu(), x)
-    assert n.to("neuron:2").device.index == 2
+    assert torch.equal(n.cpu().to("neuron:2").cpu(), x)  # between cores through the host (see below)
+    assert n.cpu().to("neuron:2").device.index == 2
     dst = torch.empty(6, 4, device="neuron")
     dst.copy_(x.t())
     assert torch.equal(dst.cpu(), x.t())
@@ -132,10 +132,23 @@ def test_mixed_devices_raise_like_cuda():
         n + torch.ones(3, device="neuron:1")
 
 
+def test_copies_between_cores_raise_as_on_torchneuron():
+    x = torch.randn(3)
+    a = x.to("neuron:0")
+    with pytest.raises(RuntimeError, match=r"Device-to-device copy requires tensors on same Neuron core: neuron:0 "
+                                           r"-> neuron:1.*t.cpu\(\).to\('neuron:1'\)"):
+        torch.empty(3, device="neuron:1").copy_(a)
+    with pytest.raises(RuntimeError, match="same Neuron core"):
+        a.to("neuron:1")
+    assert torch.equal(a.cpu().to("neuron:1").cpu(), x)        # through the host, as the message says
+    assert torch.equal(torch.empty(3, device="neuron:0").copy_(a).cpu(), x)  # on one core
+
+
 def test_invalid_device_index():
     with pytest.raises((RuntimeError, IndexError, ValueError), match="Invalid device index neuron:99"):
         torch.ones(2, device="neuron:99")
-    with pytest.raises(ValueError, match="Invalid device index neuron:64"):
+    with pytest.raises(ValueError, match="Invalid device index neuron:64: Device index 64 is out of range. Valid "
+                                         "range is 0 to 63 for this process"):
         torch.neuron.set_device(64)
 
 

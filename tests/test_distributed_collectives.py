@@ -24,7 +24,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-EXPECTED_CHECKS = 91  # per rank; guards against checks silently not running
+EXPECTED_CHECKS = 99  # per rank; guards against checks silently not running
 
 
 # (torchrun agents, ranks per agent, environment, how the world group checks, how it moves data)
@@ -119,13 +119,14 @@ class Rank:
 
 
 def check_all_reduce(t: Rank) -> None:
-    """Every op, float and integer dtypes, in place; and the reductions gloo lacks, done around it."""
+    """Every op Neuron reduces with, float and integer dtypes, in place; and the reductions gloo lacks, done
+    around it."""
     import torch
     import torch.distributed as dist
     R = dist.ReduceOp
     floats, ints = [torch.float32, torch.bfloat16, torch.float16], [torch.int64, torch.int32, torch.uint8]
     for dtype in floats + ints:
-        ops = [R.SUM, R.PRODUCT, R.MIN, R.MAX] + ([R.AVG] if dtype.is_floating_point else [R.BAND, R.BOR, R.BXOR])
+        ops = [R.SUM, R.MIN, R.MAX] + ([R.AVG] if dtype.is_floating_point else [])
         for op in ops:
             x = t.data((37, 5), dtype, salt=int(op))
             n, c = x.to(t.dev), x.clone()
@@ -231,7 +232,7 @@ def check_rooted(t: Rank) -> None:
 
 
 def check_all_to_all(t: Rank) -> None:
-    """List form, single tensor with equal and uneven splits."""
+    """List form, single tensor without and with (even) split sizes."""
     import torch
     import torch.distributed as dist
     rank, world = t.rank, t.world
@@ -245,13 +246,12 @@ def check_all_to_all(t: Rank) -> None:
     dist.all_to_all_single(n, x.to(t.dev))
     dist.all_to_all_single(c, x, group=t.gloo)
     t.same("all_to_all_single", n, c)
-    in_splits = [(rank + i) % 3 + 1 for i in range(world)]
-    out_splits = [(r + rank) % 3 + 1 for r in range(world)]
-    x = t.data((sum(in_splits),), torch.float32, salt=32)
-    n, c = torch.empty(sum(out_splits), device=t.dev), torch.empty(sum(out_splits))
-    dist.all_to_all_single(n, x.to(t.dev), out_splits, in_splits)
-    dist.all_to_all_single(c, x, out_splits, in_splits, group=t.gloo)
-    t.same("all_to_all_single uneven", n, c)
+    splits = [2] * world  # even split sizes, given explicitly (uneven ones are refused: check_refusals)
+    x = t.data((2 * world, 3), torch.float32, salt=32)
+    n, c = torch.empty(2 * world, 3, device=t.dev), torch.empty(2 * world, 3)
+    dist.all_to_all_single(n, x.to(t.dev), splits, splits)
+    dist.all_to_all_single(c, x, splits, splits, group=t.gloo)
+    t.same("all_to_all_single with split sizes", n, c)
 
 
 def check_pieces(t: Rank) -> None:
@@ -299,13 +299,11 @@ def check_pieces(t: Rank) -> None:
         t.same("reduce in pieces leaves the others' input", n, x)  # gloo may use it as scratch space
     else:
         t.check("reduce in pieces", True)
-    in_splits = [(t.rank + i) % 3 * 100_000 + 1 for i in range(world)]  # up to 1.2 MiB per peer
-    out_splits = [(r + t.rank) % 3 * 100_000 + 1 for r in range(world)]
-    x = t.data((sum(in_splits),), torch.float32, salt=66)
-    n, c = torch.empty(sum(out_splits), device=t.dev), torch.empty(sum(out_splits))
-    dist.all_to_all_single(n, x.to(t.dev), out_splits, in_splits)
-    dist.all_to_all_single(c, x, out_splits, in_splits, group=t.gloo)
-    t.same("all_to_all_single uneven in pieces", n, c)
+    x = t.data((world * 300_001,), torch.float32, salt=66)  # 1.2 MiB per peer, in pieces
+    n, c = torch.empty(world * 300_001, device=t.dev), torch.empty(world * 300_001)
+    dist.all_to_all_single(n, x.to(t.dev))
+    dist.all_to_all_single(c, x, group=t.gloo)
+    t.same("all_to_all_single in pieces", n, c)
     # a non-contiguous output (through a contiguous copy)
     x = t.data((6, 4), torch.float32, salt=67)
     n, c = torch.empty(4, world * 6, device=t.dev).t(), torch.empty(world * 6, 4)
@@ -404,8 +402,89 @@ def check_async(t: Rank) -> None:
     t.same("functional all_reduce", funcol.wait_tensor(reduced), c)
 
 
+def check_refusals(t: Rank) -> None:
+    """What TorchNeuron's ProcessGroupNeuron refuses, every rank raises, before any data moves: also when only
+    one rank's arguments are wrong (the root's list of scatter inputs, one rank's empty tensor), where that
+    rank raises its reason and the others name it. The group stays usable afterwards."""
+    import torch
+    import torch.distributed as dist
+    R, world, root = dist.ReduceOp, t.world, t.rank == 0
+    x = t.data((10,), torch.float32, salt=80)
+
+    def refused(name, call, match, mine=True, others=r"rank 0 ran .* with arguments it refused"):
+        """`call` raises on this rank: `match` if this rank's arguments are refused (`mine`), else `others`."""
+        try:
+            call()
+        except (ValueError, RuntimeError) as e:
+            import re
+            ok = re.search(match if mine else others, str(e)) is not None
+            return t.check(f"refused: {name}", ok, str(e)[:300])
+        t.check(f"refused: {name}", False, "did not raise")
+
+    n = x.to(t.dev)
+    refused("broadcast from root 999", lambda: dist.broadcast(n, src=999),
+            r"ValueError|Invalid rootRank 999 for broadcast with world size")
+    t.same("broadcast from root 999 leaves the tensor", n, x)  # it zeroed every rank's tensor before
+    refused("reduce to rank world+1", lambda: dist.reduce(n, dst=world + 1), f"Invalid rootRank {world + 1} for reduce")
+    for op in (R.PRODUCT, R.BAND, R.BOR, R.BXOR):
+        m = torch.ones(4, dtype=torch.int32, device=t.dev)
+        refused(f"all_reduce {op}", lambda: dist.all_reduce(m, op=op), f"unsupported reduce operation '{op.name}'")
+    refused("reduce_scatter_tensor PRODUCT",
+            lambda: dist.reduce_scatter_tensor(torch.empty(2, device=t.dev), torch.ones(2 * world, device=t.dev),
+                                               op=R.PRODUCT), r"unsupported reduce operation 'PRODUCT'.*supported ops")
+    refused("all_reduce of an empty tensor", lambda: dist.all_reduce(torch.ones(0, device=t.dev)),
+            r"tensors cannot be empty, found empty tensors at indices: \[0\]")
+    refused("gather of an empty tensor",
+            lambda: dist.gather(torch.ones(0, device=t.dev), [torch.ones(0, device=t.dev) for _ in range(world)]
+                                if root else None, dst=0), "tensors cannot have zero size in dimension 0")
+    # only one rank's tensor is empty: the others (whose all_reduce may have started) raise too
+    refused("all_reduce where rank 0's tensor is empty",
+            lambda: dist.all_reduce(torch.ones(0 if root else 5, device=t.dev)), "tensors cannot be empty", mine=root)
+    # the root's arguments: only it can tell
+    refused("scatter of inputs of another shape",
+            lambda: dist.scatter(torch.zeros(10, device=t.dev),
+                                 [torch.ones(10 + i, device=t.dev) for i in range(world)] if root else None, src=0),
+            r"input shape mismatch, expected \[10\]", mine=root)
+    refused("scatter of world+1 inputs",
+            lambda: dist.scatter(torch.zeros(10, device=t.dev),
+                                 [torch.ones(10, device=t.dev) for _ in range(world + 1)] if root else None, src=0),
+            rf"number of input tensors \({world + 1}\) must equal world size \({world}\)", mine=root)
+    refused("gather into world-1 outputs",
+            lambda: dist.gather(x.to(t.dev), [torch.empty(10, device=t.dev) for _ in range(world - 1)] if root else None,
+                                dst=0), rf"number of output tensors \({world - 1}\) must equal world size", mine=root)
+    refused("all_gather into outputs of another shape",
+            lambda: dist.all_gather([torch.empty(11, device=t.dev) for _ in range(world)], x.to(t.dev)),
+            r"output shape mismatch, expected \[10\]")
+    refused("all_gather_into_tensor of the wrong size",
+            lambda: dist.all_gather_into_tensor(torch.empty(world * 10 + 1, device=t.dev), x.to(t.dev)),
+            "output shape mismatch")
+    refused("reduce_scatter_tensor of an input that does not divide",
+            lambda: dist.reduce_scatter_tensor(torch.empty(3, device=t.dev), torch.ones(3 * world + 1, device=t.dev)),
+            "must be evenly divisible by replica group size")
+    refused("all_to_all_single with uneven split sizes",
+            lambda: dist.all_to_all_single(torch.empty(world + 1, device=t.dev), torch.ones(world + 1, device=t.dev),
+                                           [2] + [1] * (world - 1), [2] + [1] * (world - 1)),
+            "Only even split sizes are supported")
+    refused("all_to_all of inputs of two shapes",
+            lambda: dist.all_to_all([torch.empty(2, device=t.dev) for _ in range(world)],
+                                    [torch.ones(2 + (i == 1), device=t.dev) for i in range(world)]),
+            "all input tensors must have same shape, but found")
+    refused("CPU tensors on the neuron group", lambda: dist.all_reduce(torch.ones(3)),
+            "No backend type associated with device type cpu")
+    refused("a CPU tensor among neuron tensors",
+            lambda: dist.all_gather([torch.empty(10) for _ in range(world)], x.to(t.dev)),
+            "Expected neuron device, got cpu.*gloo")
+    n, c = x.to(t.dev), x.clone()
+    dist.all_reduce(n)
+    dist.all_reduce(c, group=t.gloo)
+    t.same("all_reduce after the refusals", n, c)
+    w1, w2 = dist.all_reduce(n, async_op=True), dist.all_reduce(n, async_op=True)
+    t.check("works number the group's collectives", w2.get_sequence_number() == w1.get_sequence_number() + 1,
+            f"{w1.get_sequence_number()} {w2.get_sequence_number()}")
+
+
 def check_barriers_and_objects(t: Rank) -> None:
-    """The CPU path of the same backend."""
+    """Barriers and object collectives on the neuron group itself (neuron tensors: the backend serves only them)."""
     import torch.distributed as dist
     dist.barrier()
     dist.barrier(device_ids=[t.local])
@@ -476,7 +555,8 @@ def check_bound_world(t: Rank) -> None:
     t.check("split_group all_reduce", n.cpu().tolist() == [float(t.rank // 2 * 4 + 1)] * 2, str(n.cpu()))
 
 
-CHECKS = [check_all_reduce, check_gathers, check_reduce_scatters, check_rooted, check_all_to_all, check_pieces,
+CHECKS = [check_all_reduce, check_gathers, check_reduce_scatters, check_rooted, check_refusals, check_all_to_all,
+          check_pieces,
           check_peer_memory, check_point_to_point, check_async, check_barriers_and_objects, check_subgroups, check_zero_copy,
           check_bound_world]  # the bound world last: it changes how later groups are made
 

@@ -94,6 +94,7 @@ def _rank_device(monkeypatch, strict=True, **env):
     from torch_neuronx.distributed.device_binding import rank_device
     for name in _BINDING_VARS:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TORCHNEURON_INSTANCE", "trn2.48xlarge")
     for name, value in env.items():
         monkeypatch.setenv(name, str(value))
     return rank_device(strict=strict, topology=runtime.discover())
@@ -122,14 +123,14 @@ def test_more_ranks_than_cores_is_a_clear_error(monkeypatch):
     assert _rank_device(monkeypatch, strict=False, LOCAL_RANK=65, LOCAL_WORLD_SIZE=70) is None  # import time
 
 
-# ---- the same in fresh processes: binding at import, init_process_group as the HF stack calls it -------------
+# ---- the same in fresh processes: binding at first device use, init_process_group as the HF stack calls it ----
 
 def _in_process(code: str, **env) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                           env=dist_env(**env), timeout=120)
 
 
-def test_rank_is_bound_at_import_and_hf_style_init_works():
+def test_rank_is_bound_at_first_use_and_hf_style_init_works():
     code = """
 import os, tempfile, torch, torch.distributed as dist
 print("at import", torch.neuron.current_device())
@@ -139,7 +140,7 @@ print("accelerate", torch.neuron.current_device())                 # what Accele
 t = torch.ones(3, device="neuron")
 dist.all_reduce(t)
 dist.barrier(device_ids=[int(os.environ["LOCAL_RANK"])])
-dist.broadcast_object_list([{"a": 1}], src=0)                       # object collectives ride the CPU path
+dist.broadcast_object_list([{"a": 1}], src=0)                       # object collectives ride neuron tensors
 print("backend", dist.get_backend(), "device", t.device)
 """
     r = _in_process(code, LOCAL_RANK=2, LOCAL_WORLD_SIZE=4)
@@ -158,3 +159,62 @@ dist.init_process_group("neuron", init_method="file://" + tempfile.mktemp(), ran
     assert "at import 0" in r.stdout, r.stderr
     assert r.returncode != 0
     assert "RankBindingError" in r.stderr and "exposes 64 NeuronCore(s)" in r.stderr
+
+
+# ---- the runtime starts at first device use: launchers that set the environment after `import torch` ---------
+
+def test_runtime_starts_at_first_device_use_not_at_import():
+    code = """
+import os, torch, torch_neuronx
+print("after import", torch_neuronx.is_neuron_runtime_initialized(), torch.neuron.is_initialized())
+os.environ["NEURON_RT_VISIBLE_CORES"] = "5-6"          # after the import, before the first device use
+t = torch.ones(2, device="neuron")
+print("after use", torch_neuronx.is_neuron_runtime_initialized(), torch.neuron.device_count(),
+      torch.neuron.get_device_properties(1).core_id)
+"""
+    r = _in_process(code)
+    assert r.returncode == 0, r.stderr
+    assert "after import False False" in r.stdout and "after use True 2 6" in r.stdout, r.stdout
+
+
+SPAWNED = """
+import os, sys, tempfile
+import torch                                   # before any launcher variable is set, as mp.spawn workers do
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def worker(rank, world, port, store_file, how):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE=str(world), RANK=str(rank))
+    if how == "harness":           # the real TorchNeuron suite's harness: LOCAL_RANK and the core, after the import
+        os.environ.update(LOCAL_RANK=str(rank), NEURON_RT_VISIBLE_CORES=str(2 + rank))
+        dist.init_process_group("neuron")
+    else:                          # PyTorch's MultiProcessTestCase: rank and world size only, a FileStore
+        dist.init_process_group("neuron", rank=rank, world_size=world, store=dist.FileStore(store_file, world))
+    dev = torch.device("neuron", rank)
+    t = torch.full((3,), float(rank + 1), device=dev)
+    dist.all_reduce(t)
+    print(f"{how} rank {rank} count {torch.neuron.device_count()} current {torch.neuron.current_device()} "
+          f"core {torch.neuron.get_device_properties(rank).core_id} sum {t.cpu().tolist()}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    for how in ("harness", "multiprocess_test_case"):
+        mp.spawn(worker, args=(2, sys.argv[1], tempfile.mktemp(), how), nprocs=2)
+"""
+
+
+@pytest.mark.slow
+def test_spawned_ranks_that_set_the_environment_after_import(tmp_path):
+    """mp.spawn workers (the real suite's harness) and MultiProcessTestCase-style ranks bind at init_process_group:
+    each holds its own core, device_count() is the number of ranks on the host, as TorchNeuron's."""
+    script = tmp_path / "spawned.py"
+    script.write_text(SPAWNED)
+    r = subprocess.run([sys.executable, str(script), str(free_port())], capture_output=True, text=True, cwd=ROOT,
+                       env=dist_env(), timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr[-4000:]
+    for rank in range(2):
+        assert f"harness rank {rank} count 2 current {rank} core {2 + rank} sum [3.0, 3.0, 3.0]" in r.stdout, r.stdout
+        assert f"multiprocess_test_case rank {rank} count 2 current {rank} core {rank} sum [3.0, 3.0, 3.0]" \
+            in r.stdout, r.stdout

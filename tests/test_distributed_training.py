@@ -1,11 +1,14 @@
-"""Training a tiny transformer on neuron with FSDP2, tensor parallel and TP x FSDP, under torchrun.
+"""Training on neuron under torchrun: a tiny transformer with FSDP2, tensor parallel and TP x FSDP; nn.SyncBatchNorm.
 
 One torchrun run of 4 ranks executes this file as its script: every scenario
 trains the same tiny transformer for a few steps and rank 0 compares the
 losses with a single-process CPU run of the same model and data. The last
 scenario saves a sharded checkpoint (torch.distributed.checkpoint) and a full
 state dict; the test process loads the shards on CPU, without any process
-group, and checks they hold the trained weights.
+group, and checks they hold the trained weights. A small network with
+nn.SyncBatchNorm (the batch_norm_* kernels TorchNeuron runs on the device and
+the CPU lacks) trains on each rank's shard of the batch and must follow
+nn.BatchNorm on CPU over the whole batch.
 """
 
 from __future__ import annotations
@@ -38,6 +41,13 @@ def test_losses_match_single_process_cpu(training_run, scenario):
     r, _ = training_run
     assert r.returncode == 0, f"{r.stdout[-4000:]}\n{r.stderr[-6000:]}"
     assert f"scenario {scenario} ok" in r.stdout, r.stdout
+
+
+@pytest.mark.slow
+def test_sync_batchnorm_matches_cpu_batchnorm(training_run):
+    r, _ = training_run
+    assert r.returncode == 0, f"{r.stdout[-4000:]}\n{r.stderr[-6000:]}"
+    assert "scenario sync_batchnorm ok" in r.stdout, r.stdout
 
 
 @pytest.mark.slow
@@ -211,6 +221,43 @@ def _train(scenario: str, dev, world: int):
     return model, losses
 
 
+def batchnorm_net(seed: int):
+    import torch
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Conv1d(3, 8, 3, padding=1), torch.nn.BatchNorm1d(8), torch.nn.ReLU(),
+                               torch.nn.Flatten(), torch.nn.Linear(8 * 6, 2))
+
+
+def _sync_batchnorm(dev, world: int, rank: int) -> tuple[bool, str]:
+    """SGD steps of a net with SyncBatchNorm, each rank on its rows, against nn.BatchNorm1d on CPU on all rows."""
+    import torch
+    import torch.distributed as dist
+    g = torch.Generator().manual_seed(7)
+    data = [(torch.randn(4 * world, 3, 6, generator=g), torch.randn(4 * world, 2, generator=g)) for _ in range(3)]
+    cpu = batchnorm_net(seed=3)
+    net = torch.nn.SyncBatchNorm.convert_sync_batchnorm(batchnorm_net(seed=3)).to(dev)
+    opt_cpu, opt = torch.optim.SGD(cpu.parameters(), lr=0.1), torch.optim.SGD(net.parameters(), lr=0.1)
+    worst = 0.0
+    for x, y in data:
+        loss_cpu = torch.nn.functional.mse_loss(cpu(x), y)
+        loss_cpu.backward()
+        rows = slice(rank * 4, rank * 4 + 4)
+        loss = torch.nn.functional.mse_loss(net(x[rows].to(dev)), y[rows].to(dev))
+        loss.backward()
+        for p in net.parameters():  # each rank's loss is the mean over its rows: the mean of theirs is the whole's
+            dist.all_reduce(p.grad, op=dist.ReduceOp.AVG)
+        global_loss = loss.detach().clone()
+        dist.all_reduce(global_loss, op=dist.ReduceOp.AVG)
+        worst = max(worst, abs(global_loss.item() - loss_cpu.item()))
+        opt_cpu.step(), opt.step(), opt_cpu.zero_grad(), opt.zero_grad()
+    bn_cpu, bn = cpu[1], net[1]
+    for name in ("weight", "bias", "running_mean", "running_var"):
+        worst = max(worst, (getattr(bn, name).detach().cpu() - getattr(bn_cpu, name).detach()).abs().max().item())
+    worst = max(worst, (net[4].weight.detach().cpu() - cpu[4].weight.detach()).abs().max().item())
+    ok = isinstance(bn, torch.nn.SyncBatchNorm) and bn.num_batches_tracked.item() == len(data) and worst < 1e-4
+    return ok, f"max difference from CPU {worst:.2e}"
+
+
 def _worker(ckpt: str) -> None:
     import torch
     import torch.distributed as dist
@@ -237,6 +284,10 @@ def _worker(ckpt: str) -> None:
             if rank == 0:
                 torch.save(full, os.path.join(ckpt, "full.pt"))
         dist.barrier()
+    ok, detail = _sync_batchnorm(dev, world, rank)
+    if rank == 0:
+        print(f"scenario sync_batchnorm {'ok' if ok else 'FAIL'} {detail}", flush=True)
+        failed |= not ok
     dist.destroy_process_group()
     sys.exit(1 if failed else 0)
 

@@ -139,15 +139,17 @@ def test_integer_all_reduce_beyond_2_24_raises_in_c10d(tmp_path):
         dist.destroy_process_group()
 
 
-# --- float64: Neuron stores float64 as float32 -------------------------------------------------------
+# --- float64: Neuron computes float64 in float32; copies keep their bytes --------------------------------
 
-def test_fp64_default_rounds_to_float32_precision():
+def test_fp64_default_computes_in_float32_precision_and_copies_keep_bytes():
     third = torch.tensor([1 / 3], dtype=torch.float64)
-    d = third.to(DEV)
-    assert d.dtype == torch.float64
-    assert d.cpu().item() == third.float().double().item() != 1 / 3
-    r = torch.ones(1, dtype=torch.float64, device=DEV) / 3  # computed results too
-    assert r.cpu().item() == third.float().double().item()
+    d = third.to(DEV)                                        # a copy keeps the bytes, as on TorchNeuron
+    assert d.dtype == torch.float64 and d.cpu().item() == 1 / 3 and d.item() == 1 / 3
+    assert torch.tensor([3.14], dtype=torch.float64, device=DEV).item() == 3.14
+    assert torch.equal(d.clone().cpu(), third) and torch.equal(d.to(torch.float64).cpu(), third)
+    r = torch.ones(1, dtype=torch.float64, device=DEV) / 3  # an op's result has float32 precision
+    assert r.cpu().item() == third.float().double().item() != 1 / 3
+    assert (d * 1).cpu().item() == third.float().double().item()
 
 
 def test_fp64_switches(fp64_mode):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import run_python
-from torch_neuronx.runtime import GiB, TopologyError, discover
+from helpers import run_python, discover
+from torch_neuronx.runtime import GiB, TopologyError
 
 MiB = 1 << 20
 RESERVE = 96 * MiB  # the runtime's HBM per physical core
@@ -105,8 +105,8 @@ def test_visible_cores_wins_over_num_cores_and_num_cores_0_means_all():
 
 LAUNCHED_RANK = r"""
 import os, torch
-print("visible", os.environ["NEURON_RT_VISIBLE_CORES"], "count", torch.neuron.device_count(),
-      "current", torch.neuron.current_device())
+count = torch.neuron.device_count()  # the runtime starts here and sets NEURON_RT_VISIBLE_CORES=LOCAL_RANK
+print("visible", os.environ["NEURON_RT_VISIBLE_CORES"], "count", count, "current", torch.neuron.current_device())
 x = torch.ones(2, device="neuron:1")
 print("own", x.device, torch.neuron.get_device_properties(1).core_id)
 try:

@@ -101,19 +101,22 @@ def test_streams_and_events():
     assert torch.neuron.default_stream().stream_id == 0
 
 
-def test_autocast_bf16():
+def test_autocast_as_on_cuda():
+    """TorchNeuron's autocast follows CUDA's conventions: float16 by default, bf16 on request, BCE banned."""
     lin = torch.nn.Linear(8, 8).neuron()
     x = torch.randn(4, 8, device="neuron")
     with torch.autocast("neuron"):
         y = lin(x)
         sm = torch.softmax(y, -1)
-    assert y.dtype == torch.bfloat16
+        with pytest.raises(RuntimeError, match="(?s)unsafe to autocast.*binary_cross_entropy_with_logits"):
+            torch.nn.functional.binary_cross_entropy(torch.sigmoid(y), torch.rand(4, 8, device="neuron"))
+        torch.nn.functional.binary_cross_entropy_with_logits(y, torch.rand(4, 8, device="neuron"))  # the safe one
+    assert y.dtype == torch.float16 and torch.get_autocast_dtype("neuron") == torch.float16
     assert sm.dtype == torch.float32  # softmax runs in fp32, as on CUDA
     with torch.autocast("neuron", dtype=torch.bfloat16):
         z = x @ x.t()
     ref = (x.cpu().bfloat16() @ x.cpu().t().bfloat16())
     assert z.dtype == torch.bfloat16 and torch.equal(z.cpu(), ref)
-    assert torch.get_autocast_dtype("neuron") == torch.bfloat16
     assert torch.neuron.get_amp_supported_dtype() == [torch.float32, torch.float16, torch.bfloat16]  # as TorchNeuron
 
 

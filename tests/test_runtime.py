@@ -1,10 +1,14 @@
 """The emulated runtime: instance types, visible cores, HBM budgets, OOM, clear errors for bad settings."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
-from helpers import run_python
-from torch_neuronx.runtime import GiB, TopologyError, discover
+from helpers import run_python, discover
+from torch_neuronx.runtime import GiB, TopologyError
 
 
 RESERVE = 96 << 20  # the runtime's share of HBM per physical core
@@ -19,9 +23,36 @@ def test_instance_shapes(instance, cores, bank_gib, physical_per_bank):
     assert t.device_count == cores and t.hbm_per_core == bank_gib * GiB - physical_per_bank * RESERVE
 
 
-def test_default_instance_is_trn2_48xlarge():
-    t = discover({})
+def test_default_instance_is_what_the_host_can_run():
+    """Without TORCHNEURON_INSTANCE: a trn2.48xlarge (64 ranks, one per core) only on a host that can run them."""
+    from torch_neuronx.runtime import default_instance
+    assert default_instance((2, 24 * GiB)) == "trn2.3xlarge"          # this kind of machine: 4 cores
+    assert default_instance((16, 512 * GiB)) == "trn2.3xlarge"        # RAM enough, CPUs too few for 64 ranks
+    assert default_instance((96, 64 * GiB)) == "trn2.3xlarge"         # CPUs enough, RAM too little
+    assert default_instance((64, 256 * GiB)) == "trn2.48xlarge"
+    t = discover({"TORCHNEURON_INSTANCE": "trn2.48xlarge"})           # every named instance stays available
     assert (t.instance.name, t.lnc, t.device_count, t.instance.core_version) == ("trn2.48xlarge", 2, 64, "v3")
+
+
+def test_default_instance_is_said_once_at_first_use():
+    code = """
+import torch
+print("imported")
+torch.ones(1, device="neuron")
+torch.ones(1, device="neuron")
+from torch_neuronx.runtime import default_instance
+print("device_count", torch.neuron.device_count(), "default", default_instance())
+"""
+    env = {k: v for k, v in os.environ.items() if k != "TORCHNEURON_INSTANCE"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    from torch_neuronx.runtime import INSTANCES, default_instance
+    name = default_instance()
+    assert f"device_count {INSTANCES[name].cores(2)} default {name}" in r.stdout
+    said = [line for line in r.stderr.splitlines() if line.startswith("TorchNeuron: emulating")]
+    assert len(said) == 1 and name in said[0] and "TORCHNEURON_INSTANCE" in said[0], r.stderr
+    r = run_python(code, env={"TORCHNEURON_INSTANCE": "trn2.3xlarge"})  # an explicit choice is not announced
+    assert r.returncode == 0 and "TorchNeuron: emulating" not in r.stderr and "device_count 4" in r.stdout, r.stderr
 
 
 def test_logical_core_config_on_trn2_and_trn3():

@@ -40,7 +40,7 @@ PATHS = """
 import torch
 torch.manual_seed(0)
 a, b = torch.randn(64, 32), torch.randn(32, 16)
-da, db = a.to("neuron"), b.to("neuron:1").to("neuron")          # host-to-device, device-to-device
+da, db = a.to("neuron"), b.to("neuron").clone()                 # host-to-device, device-to-device
 assert torch.equal((da + 1).cpu(), a + 1)                          # host kernel path, device-to-host
 assert torch.equal((da @ db).cpu(), a @ b)                         # fallback, adopted (staged) output
 assert torch.equal(da.t().contiguous().cpu(), a.t().contiguous())  # strided copy over aliases

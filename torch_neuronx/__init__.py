@@ -45,7 +45,7 @@ _C = _load_core()
 from . import runtime  # noqa: E402
 
 _C._route_ops_with_host_kernels_to_fallback()  # after the core's static registrations: see csrc/aten/RegisterFallback.cpp
-runtime.init()
+_C._set_runtime_starter(runtime.init)  # the runtime starts at first device use (runtime.init), not here
 
 from . import _registration  # noqa: E402
 
@@ -56,6 +56,16 @@ from .ops_report import (  # noqa: E402
     clear_op_tracking, get_emulator_op_counts, get_executed_ops, get_fallback_ops, get_op_signature_counts,
     reset_op_counts)
 from .dtypes import set_fp64_mode, set_int64_mode  # noqa: E402
+
+
+def _lazy_init() -> None:
+    """Start the NeuronCore runtime now (it otherwise starts at first device use); raise a bad environment."""
+    runtime.topology()
+
+
+def is_neuron_runtime_initialized() -> bool:
+    """Whether the runtime has started (first device use, `_lazy_init()` or the default process group)."""
+    return runtime.started()
 
 
 def compile_stats() -> dict:

@@ -22,7 +22,6 @@ def register() -> None:
     torch._register_device_module("neuron", neuron)
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
-    torch.set_autocast_dtype("neuron", torch.bfloat16)  # Neuron's native mixed precision is bf16
     _run_backward_on_caller_thread()
     _register_compile_backend()
     _register_distributed_backend()

@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one view as JSON and exit (implies --once)")
     p.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between refreshes (default 1)")
     p.add_argument("--instance", metavar="TYPE",
-                   help="emulated instance type whose cores to show (default: TORCHNEURON_INSTANCE, else trn2.48xlarge)")
+                   help="emulated instance type whose cores to show (default: TORCHNEURON_INSTANCE, else the host's default)")
     p.set_defaults(fn=main)
 
 
@@ -35,8 +35,8 @@ def snapshot(instance: str | None = None) -> dict:
     import os
 
     from .runtime import ownership
-    from .runtime.topology import DEFAULT_INSTANCE, instance_type
-    name = instance or os.environ.get("TORCHNEURON_INSTANCE", "").strip() or DEFAULT_INSTANCE
+    from .runtime.topology import instance_name, instance_type
+    name = instance or instance_name()
     inst = instance_type(name)
     held = ownership.held_cores(name)
     physical_total = inst.chips * inst.cores_per_chip

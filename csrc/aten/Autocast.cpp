@@ -1,10 +1,22 @@
-// torch.autocast("neuron"): the same cast policies as CUDA (matmuls and
-// convolutions in the lower precision, reductions and losses in fp32), with
-// bfloat16 as the default dtype (set from Python). Every other op falls through.
+// torch.autocast("neuron"): as TorchNeuron's (csrc/amp/autocast_mode.cpp; AWS: "automatic datatype
+// conversion following PyTorch CUDA conventions"): CUDA's cast policies (matmuls and convolutions in
+// the lower precision, reductions and losses in fp32), CUDA's ban of binary_cross_entropy, and
+// PyTorch's default autocast dtype for the device (float16, as on CUDA). Every other op falls through.
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
 
 namespace {
+
+// As on CUDA: autocast refuses binary_cross_entropy (a sigmoid followed by it underflows in 16 bits).
+at::Tensor binary_cross_entropy_banned(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                                       int64_t) {
+  TORCH_CHECK(false,
+              "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast.\n"
+              "Many models use a sigmoid layer right before the binary cross entropy layer.\n"
+              "In this case, combine the two layers using torch.nn.functional.binary_cross_entropy_with_logits\n"
+              "or torch.nn.BCEWithLogitsLoss.  binary_cross_entropy_with_logits and BCEWithLogits are\n"
+              "safe to autocast.");
+}
 
 using at::IntArrayRef;
 using at::Scalar;
@@ -27,6 +39,7 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   AT_FORALL_FP32_SET_OPT_DTYPE(NEURON_FP32_OPT)
   AT_FORALL_PROMOTE(NEURON_PROMOTE)
   AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(NEURON_DIFF)
+  m.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy"), TORCH_FN(binary_cross_entropy_banned));
 }
 
 } // namespace

@@ -45,15 +45,5 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
          TORCH_FN((functional<native::structured_silu_backward_out, ATEN_OP(silu_backward), Tensor, Tensor>)));
 }
 
-// scaled_dot_product_attention asks this stub which kernel to use; giving neuron the host's choice
-// gives it the CPU's fused flash-attention kernel (through the fallback) instead of the unfused math
-// path, which is slower and rounds differently from CPU. The host's choice function is one
-// ISA-independent function that libtorch registers as every CPU variant of the stub, its DEFAULT
-// among them.
-const bool g_sdp_choice_shared = [] {
-  native::_fused_sdp_choice_stub.set_privateuse1_dispatch_ptr(native::_fused_sdp_choice_stub.DEFAULT);
-  return true;
-}();
-
 } // namespace
 } // namespace neuron::host_kernels

@@ -9,6 +9,7 @@
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
+#include <ATen/native/transformers/attention.h>
 #include <torch/library.h>
 
 namespace neuron {
@@ -16,6 +17,7 @@ namespace neuron {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", native::empty_memory_format);
   m.impl("empty_strided", native::empty_strided);
+  m.impl("_efficientzerotensor", native::efficientzerotensor);
   m.impl("as_strided", at::native::as_strided_tensorimpl);
   m.impl("view", at::native::view);
   m.impl("_reshape_alias", at::native::_reshape_alias);
@@ -52,6 +54,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("histc.out", native::histc_out);
   m.impl("convolution_overrideable", native::convolution);
   m.impl("convolution_backward_overrideable", native::convolution_backward);
+  m.impl("linear_backward", native::linear_backward);
+  m.impl("_softmax", native::softmax);
+  m.impl("_softmax_backward_data", native::softmax_backward);
+  m.impl("_scaled_dot_product_fused_attention_overrideable", native::fused_attention_overrideable);
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", native::fused_attention_overrideable_backward);
+  m.impl("batch_norm_stats", native::batch_norm_stats);
+  m.impl("batch_norm_elemt", native::batch_norm_elemt);
+  m.impl("batch_norm_elemt.out", native::batch_norm_elemt_out);
+  m.impl("batch_norm_gather_stats", native::batch_norm_gather_stats);
+  m.impl("batch_norm_gather_stats_with_counts", native::batch_norm_gather_stats_with_counts);
+  m.impl("batch_norm_backward_reduce", native::batch_norm_backward_reduce);
+  m.impl("batch_norm_backward_elemt", native::batch_norm_backward_elemt);
 }
 
 // Copies handle conjugate/negative views themselves (the host copy_ resolves
@@ -65,5 +79,11 @@ TORCH_LIBRARY_IMPL(aten, Negative, m) {
   m.impl("_copy_from", torch::CppFunction::makeFallthrough());
   m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
+
+// scaled_dot_product_attention asks this stub which kernel runs a neuron call (WithoutCpuKernel.cpp).
+const bool g_sdp_choice = [] {
+  at::native::_fused_sdp_choice_stub.set_privateuse1_dispatch_ptr(&native::fused_sdp_choice);
+  return true;
+}();
 
 } // namespace neuron

@@ -13,7 +13,7 @@ namespace {
 
 struct NeuronHooks final : at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
-  bool isAvailable() const override { return rt::configured() && rt::device_count() > 0; }
+  bool isAvailable() const override { return rt::device_count() > 0; }  // starts the runtime
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
   void init() const override {}
   c10::DeviceIndex deviceCount() const override { return static_cast<c10::DeviceIndex>(rt::device_count()); }

@@ -50,7 +50,11 @@ bool is_neuron(const at::TensorBase& t) { return t.defined() && t.device().type(
 
 at::Tensor tensor_over(const at::Tensor& like, const c10::Storage& storage) {
   auto key = storage.device_type() == kNeuron ? c10::DispatchKey::PrivateUse1 : c10::DispatchKey::CPU;
-  auto out = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(storage), c10::DispatchKeySet(key), like.dtype());
+  auto keys = c10::DispatchKeySet(key);
+  // A ZeroTensor (no memory) stays one on either side: host kernels that handle ZeroTensors themselves
+  // (dot, matmul) see one, and a ZeroTensor a host kernel returns becomes a neuron ZeroTensor.
+  if (like._is_zerotensor()) keys = keys | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
+  auto out = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(storage), keys, like.dtype());
   auto* o = out.unsafeGetTensorImpl();
   o->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
   if (like.is_conj()) o->_set_conj(true);
@@ -61,7 +65,9 @@ at::Tensor tensor_over(const at::Tensor& like, const c10::Storage& storage) {
 c10::Storage host_storage(const c10::Storage& storage) {
   void* device = const_cast<void*>(storage.data());
   c10::DataPtr ptr;
-  if (rt::guards_host_access()) {
+  if (device == nullptr) {  // no memory (a ZeroTensor's storage, an empty one): nothing to open
+    ptr = c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU));
+  } else if (rt::guards_host_access()) {
     void* data = rt::open_host_access(device);
     ptr = c10::DataPtr(data, new AliasContext{storage, device}, &release_guarded_alias, c10::Device(c10::DeviceType::CPU));
   } else {

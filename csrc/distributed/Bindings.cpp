@@ -28,6 +28,15 @@ PYBIND11_MODULE(_C_distributed, m) {
       // split_group deep-copies the parent's options before handing them to split().
       .def("__deepcopy__", [](const Options& self, py::dict) { return c10::make_intrusive<Options>(self); });
 
+  // The works of the backend's collectives, as their Python type: torch's Work has no binding for the
+  // sequence number, TorchNeuron's works have `get_sequence_number()` (the collective's place in its group).
+  py::class_<neuron::distributed::NeuronWork, c10d::Work, c10::intrusive_ptr<neuron::distributed::NeuronWork>>(
+      m, "NeuronWork")
+      .def("get_sequence_number", &neuron::distributed::NeuronWork::getSequencenumber);
+  py::class_<neuron::distributed::CompletedWork, c10d::Work, c10::intrusive_ptr<neuron::distributed::CompletedWork>>(
+      m, "CompletedWork")
+      .def("get_sequence_number", &neuron::distributed::CompletedWork::getSequencenumber);
+
   py::class_<ProcessGroupNeuron, c10d::Backend, c10::intrusive_ptr<ProcessGroupNeuron>>(m, "ProcessGroupNeuron")
       .def(py::init<c10::intrusive_ptr<c10d::Backend>, c10::intrusive_ptr<Options>, ProcessGroupNeuron::HostFactory,
                     const c10::intrusive_ptr<c10d::Store>&>(),

@@ -13,7 +13,7 @@ namespace neuron::distributed {
 namespace {
 
 constexpr int64_t kMagic = 0x4e4555524f4e31;  // "NEURON1": tells a signature from stray bytes
-constexpr int kFields = 10 + CollectiveSignature::kDims;
+constexpr int kFields = 11 + CollectiveSignature::kDims;
 static_assert(kFields <= SignatureBoard::kMaxFields);
 
 std::array<int64_t, kFields> pack(const CollectiveSignature& s) {
@@ -22,6 +22,7 @@ std::array<int64_t, kFields> pack(const CollectiveSignature& s) {
   for (int i = 0; i < CollectiveSignature::kDims; ++i) f[8 + i] = s.dims[i];
   f[8 + CollectiveSignature::kDims] = s.shape_hash;
   f[9 + CollectiveSignature::kDims] = s.example_numel;
+  f[10 + CollectiveSignature::kDims] = s.refused;
   return f;
 }
 
@@ -37,6 +38,7 @@ CollectiveSignature unpack(const int64_t* f) {
   for (int i = 0; i < CollectiveSignature::kDims; ++i) s.dims[i] = f[8 + i];
   s.shape_hash = f[8 + CollectiveSignature::kDims];
   s.example_numel = f[9 + CollectiveSignature::kDims];
+  s.refused = f[10 + CollectiveSignature::kDims];
   return s;
 }
 
@@ -134,6 +136,7 @@ std::string CollectiveSignature::describe() const {
   for (int64_t i = 0; i < ndim && i < kDims; ++i) example_numel *= dims[i];
   if (numel >= 0 && numel != example_numel) out << ", " << numel << " elements in all";
   if (root >= 0) out << ", root " << root;
+  if (refused) out << ", with arguments it refused (see that rank's error)";
   return out.str();
 }
 
@@ -202,7 +205,7 @@ void check_same_collective(c10d::Backend& host, const CollectiveSignature& mine,
 bool starts_before_all_posted(const CollectiveSignature& s) {
   using c10d::OpType;
   return (s.op == OpType::ALLREDUCE || s.op == OpType::_ALLGATHER_BASE || s.op == OpType::_REDUCE_SCATTER_BASE) &&
-         s.tensors == 1 && s.dtype >= 0 && s.example_numel >= 0;
+         s.tensors == 1 && s.dtype >= 0 && s.example_numel >= 0 && !s.refused;
 }
 
 BoardCheck::BoardCheck(std::shared_ptr<SignatureBoard> board, const CollectiveSignature& mine,

@@ -24,6 +24,10 @@
 //    every rank raises. The refused collective's outputs are unspecified.
 //  * every other collective waits for all signatures and compares before any
 //    data moves (as the gloo way).
+// A rank that refuses its own arguments (CollectiveArguments.h: a bad root, an
+// unsupported reduction, a list of the wrong length, ... some of which only the
+// root holds) posts a signature marked as refused, so that every rank raises
+// rather than waiting for it.
 // TORCHNEURON_COLLECTIVE_CHECKS=0 turns the check off, =network forces the gloo
 // way (tests of multi-host groups on one machine).
 #pragma once
@@ -52,6 +56,7 @@ struct CollectiveSignature {
   int64_t example_numel = -1;      // of the example tensor (what a stand-in needs), or -1
   std::array<int64_t, kDims> dims{};
   int64_t shape_hash = 0;
+  int64_t refused = 0;             // 1: this rank refuses the call's arguments (CollectiveArguments.h)
 
   // `example` is the tensor every rank must hold alike (the input, or the
   // output of a scatter); `numel` totals the rest of the call.
@@ -60,6 +65,7 @@ struct CollectiveSignature {
   CollectiveSignature& with_root(int64_t r) { root = r; return *this; }
   // For collectives whose shapes legitimately differ by rank (uneven all_to_all): dtype and op only.
   CollectiveSignature& any_shape();
+  CollectiveSignature& with_refusal() { refused = 1; return *this; }
 
   std::string describe() const;
 };

@@ -28,12 +28,13 @@ const c10::TypePtr& tensor_list_type() {
 } // namespace
 
 NeuronWork::NeuronWork(c10::intrusive_ptr<c10d::Work> host, std::vector<at::Tensor> outputs,
-                       std::function<void()> finish, c10d::OpType op, int rank, std::string describe)
+                       std::function<void()> finish, c10d::OpType op, int rank, std::string describe, uint64_t seq)
     : c10d::Work(rank, op),  // no profiling title: the host work already records the collective
       host_(std::move(host)),
       outputs_(std::move(outputs)),
       finish_(std::move(finish)),
-      describe_(std::move(describe)) {
+      describe_(std::move(describe)),
+      seq_(seq) {
   c10::intrusive_ptr<c10::ivalue::Future> host_future;
   try {
     host_future = host_->getFuture();
@@ -121,15 +122,15 @@ c10::intrusive_ptr<c10::ivalue::Future> NeuronWork::getFuture() {
   return future_;
 }
 
-CompletedWork::CompletedWork(std::vector<at::Tensor> outputs, c10d::OpType op, int rank)
-    : c10d::Work(rank, op), outputs_(std::move(outputs)) {
+CompletedWork::CompletedWork(std::vector<at::Tensor> outputs, c10d::OpType op, int rank, uint64_t seq)
+    : c10d::Work(rank, op), seq_(seq), outputs_(std::move(outputs)) {
   future_ = c10::make_intrusive<c10::ivalue::Future>(tensor_list_type(),
                                                      neuron_devices_of(outputs_));
   future_->markCompleted(c10::IValue(outputs_));
   finish();
 }
 
-uint64_t NeuronWork::getSequencenumber() const { return host_->getSequencenumber(); }
+uint64_t NeuronWork::getSequencenumber() const { return seq_; }
 
 float NeuronWork::getDuration() const { return host_->getDuration(); }
 

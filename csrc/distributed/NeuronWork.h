@@ -25,7 +25,7 @@ class NeuronWork : public c10d::Work {
   // collective and before the work reports completion; `describe` is the
   // context prefixed to errors ("all_reduce on rank 1 of 4, float[1024]").
   NeuronWork(c10::intrusive_ptr<c10d::Work> host, std::vector<at::Tensor> outputs, std::function<void()> finish,
-             c10d::OpType op, int rank, std::string describe);
+             c10d::OpType op, int rank, std::string describe, uint64_t seq);
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -62,21 +62,24 @@ class NeuronWork : public c10d::Work {
   std::function<void()> finish_;
   std::once_flag finished_;
   std::string describe_;
+  uint64_t seq_;
 };
 
 // The handle of a collective that was complete when its call returned (the shared-memory data
 // path runs in the calling thread): done, successful, its future completed with the caller's tensors.
 class CompletedWork : public c10d::Work {
  public:
-  CompletedWork(std::vector<at::Tensor> outputs, c10d::OpType op, int rank);
+  CompletedWork(std::vector<at::Tensor> outputs, c10d::OpType op, int rank, uint64_t seq);
 
   bool isCompleted() override { return true; }
   bool isSuccess() const override { return true; }
   std::vector<at::Tensor> result() override { return outputs_; }
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override { return true; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  uint64_t getSequencenumber() const override { return seq_; }
 
  private:
+  uint64_t seq_;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };

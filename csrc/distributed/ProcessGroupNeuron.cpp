@@ -2,6 +2,7 @@
 
 #include "core/Device.h"
 #include "core/HostBridge.h"
+#include "distributed/CollectiveArguments.h"
 #include "distributed/CollectiveCheck.h"
 #include "distributed/CollectiveError.h"
 #include "distributed/HostReduction.h"
@@ -13,6 +14,8 @@
 namespace neuron::distributed {
 namespace {
 
+namespace args = arguments;
+using args::Refusal;
 using c10d::OpType;
 using c10d::Work;
 using TensorList = std::vector<at::Tensor>;
@@ -44,19 +47,18 @@ TensorList flatten(const TensorLists& lists) {
   return out;
 }
 
-// One call's tensors must all be neuron or all CPU, as with NCCL (all CUDA): a
-// mix is almost always a forgotten .to(device), and gloo would accept it silently.
-void check_devices(const char* name, const TensorList& tensors) {
-  bool neuron = false, cpu = false;
-  for (const auto& t : tensors) {
-    if (!t.defined()) continue;
-    auto type = t.device().type();
-    TORCH_CHECK(type == kNeuron || type == c10::DeviceType::CPU, "neuron backend: ", name,
-                " takes neuron or CPU tensors, got a tensor on ", t.device());
-    (type == kNeuron ? neuron : cpu) = true;
+// The backend serves neuron tensors only, as TorchNeuron's: torch sends a call to the backend of its
+// first tensor's device, so a CPU tensor reaches this one only mixed with neuron tensors, which is
+// almost always a forgotten .to(device) that gloo would accept silently.
+std::string device_refusal(const TensorList& tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    if (!t.defined() || t.device().type() == kNeuron) continue;
+    return c10::str("Expected neuron device, got ", t.device(), " (tensor ", i, " of the call). The neuron backend ",
+                    "takes neuron tensors: move it with .to('neuron'), or run CPU tensors on a gloo group ",
+                    "(dist.new_group(backend='gloo'), or init_process_group('cpu:gloo,neuron:neuron'))");
   }
-  TORCH_CHECK(!(neuron && cpu), "neuron backend: ", name,
-              " got both neuron and CPU tensors; move them to one device (e.g. .to('neuron'))");
+  return "";
 }
 
 TensorList both(const TensorList& a, const TensorList& b) {
@@ -168,9 +170,9 @@ std::string ProcessGroupNeuron::describe(const char* name, const at::Tensor& exa
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::wrap(c10::intrusive_ptr<Work> host_work, TensorList outputs,
                                                   std::function<void()> finish, OpType op, const char* name,
-                                                  const at::Tensor& example) const {
+                                                  const at::Tensor& example, uint64_t seq) const {
   return c10::make_intrusive<NeuronWork>(std::move(host_work), std::move(outputs), std::move(finish), op, rank_,
-                                         describe(name, example));
+                                         describe(name, example), seq);
 }
 
 std::string ProcessGroupNeuron::check_transport() const {
@@ -260,10 +262,11 @@ void ProcessGroupNeuron::stand_in(const CollectiveSignature& reference) {
 struct ProcessGroupNeuron::Call {
   OpType op;
   const char* name;        // as users call it, for messages: "all_reduce"
-  TensorList tensors;      // every tensor of the call: all neuron, or all CPU
+  TensorList tensors;      // every tensor of the call (all neuron: device_refusal)
   TensorList outputs;      // what result() and the future yield
   at::Tensor example;      // shown in error messages (undefined: none)
   std::optional<Sig> signature;  // what the ranks agree on first; none: point-to-point, unchecked
+  std::string refusal = {};  // why this rank refuses the arguments (CollectiveArguments.h), or ""
 };
 
 // What the host backend was given: its work, and a step to run once it succeeded (or null).
@@ -275,17 +278,38 @@ struct ProcessGroupNeuron::Issued {
 template <typename OnHost>
 c10::intrusive_ptr<Work> ProcessGroupNeuron::collective(Call call, const std::function<void()>& on_shm,
                                                         OnHost&& on_host) {
-  check_devices(call.name, call.tensors);
+  if (call.refusal.empty()) {
+    auto wrong_device = device_refusal(call.tensors);
+    if (!wrong_device.empty()) call.refusal = c10::str("neuron backend: ", call.name, ": ", wrong_device);
+  }
+  if (!call.refusal.empty()) refuse(call);
+  const uint64_t seq = seq_.fetch_add(1);
   auto verify = call.signature ? agree(*call.signature) : nullptr;
   auto described = [&] { return describe(call.name, call.example); };
   if (on_shm) {
     start(verify, described, on_shm);
     if (verify) verify();
-    return c10::make_intrusive<CompletedWork>(std::move(call.outputs), call.op, rank_);
+    return c10::make_intrusive<CompletedWork>(std::move(call.outputs), call.op, rank_, seq);
   }
   Issued issued = start(verify, described, std::forward<OnHost>(on_host));
   return wrap(issued.work, std::move(call.outputs), then(verify, std::move(issued.finish)), call.op, call.name,
-              call.example);
+              call.example, seq);
+}
+
+// A rank that refuses its arguments still meets the others in the pre-collective check, with a
+// signature that says so: they then raise too (naming this rank) instead of waiting for it, a rank
+// whose collective already started on the reference's arguments gets the stand-in it needs, and
+// this rank raises its own reason. Without the check (size 1, TORCHNEURON_COLLECTIVE_CHECKS=0), or
+// for point-to-point, it raises at once.
+void ProcessGroupNeuron::refuse(const Call& call) {
+  if (call.signature) {
+    try {
+      if (auto verify = agree(Sig(*call.signature).with_refusal())) verify();
+    } catch (const c10::DistBackendError&) {
+      // the ranks disagreed, as they must when only this one refuses: its own reason is the error
+    }
+  }
+  C10_THROW_ERROR(ValueError, call.refusal);
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::broadcast(TensorList& tensors, const c10d::BroadcastOptions& opts) {
@@ -299,7 +323,10 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::broadcast(TensorList& tensors, cons
       if (rank_ != opts.rootRank) write_back(bytes);
     };
   }
-  return collective({OpType::BROADCAST, "broadcast", tensors, tensors, example, sig}, on_shm, [&]() -> Issued {
+  Refusal refusal("broadcast");
+  refusal.check(args::root(opts.rootRank, size_, "broadcast"));
+  return collective({OpType::BROADCAST, "broadcast", tensors, tensors, example, sig, refusal.text()}, on_shm,
+                    [&]() -> Issued {
     auto host = on_host(tensors);
     return {host_->broadcast(host, opts), nullptr};
   });
@@ -320,9 +347,11 @@ std::function<void()> ProcessGroupNeuron::all_reduce_on_shm(TensorList& tensors,
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::allreduce(TensorList& tensors, const c10d::AllreduceOptions& opts) {
   const auto& example = first(tensors, "all_reduce");
+  Refusal refusal("all_reduce");
+  refusal.check(args::reduction(opts.reduceOp)).check(args::not_empty(tensors));
   auto plan = HostReduction::plan(opts.reduceOp, example.scalar_type(), size_, "all_reduce");
   auto sig = Sig::of(OpType::ALLREDUCE, example, tensors.size(), numel_of(tensors)).with_reduce(opts.reduceOp.op_);
-  return collective({OpType::ALLREDUCE, "all_reduce", tensors, tensors, example, sig},
+  return collective({OpType::ALLREDUCE, "all_reduce", tensors, tensors, example, sig, refusal.text()},
                     all_reduce_on_shm(tensors, plan), [&]() -> Issued {
                       auto host = on_host(tensors);
                       plan.scale_in_place(host);
@@ -335,10 +364,13 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::allreduce(TensorList& tensors, cons
 c10::intrusive_ptr<Work> ProcessGroupNeuron::allreduce_coalesced(TensorList& tensors,
                                                                  const c10d::AllreduceCoalescedOptions& opts) {
   const auto& example = first(tensors, "all_reduce_coalesced");
+  Refusal refusal("all_reduce_coalesced");
+  refusal.check(args::reduction(opts.reduceOp));  // empty tensors take part as nothing, as in TorchNeuron
   auto plan = HostReduction::plan(opts.reduceOp, example.scalar_type(), size_, "all_reduce_coalesced");
   auto sig = Sig::of(OpType::ALLREDUCE_COALESCED, example, tensors.size(), numel_of(tensors))
                  .with_reduce(opts.reduceOp.op_);
-  return collective({OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced", tensors, tensors, example, sig},
+  return collective({OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced", tensors, tensors, example, sig,
+                     refusal.text()},
                     all_reduce_on_shm(tensors, plan), [&]() -> Issued {
                       auto host = on_host(tensors);
                       plan.scale_in_place(host);
@@ -350,6 +382,10 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::allreduce_coalesced(TensorList& ten
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::reduce(TensorList& tensors, const c10d::ReduceOptions& opts) {
   const auto& example = first(tensors, "reduce");
+  Refusal refusal("reduce");
+  refusal.check(args::root(opts.rootRank, size_, "reduce"))
+      .check(args::reduction(opts.reduceOp))
+      .check(args::not_empty(tensors));
   auto plan = HostReduction::plan(opts.reduceOp, example.scalar_type(), size_, "reduce");
   // Scaling in place would change the non-root ranks' tensors, which reduce leaves as they were.
   TORCH_CHECK(!plan.premul, "neuron backend: reduce does not take PREMUL_SUM; use all_reduce or reduce_scatter");
@@ -372,7 +408,8 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::reduce(TensorList& tensors, const c
       }
     };
   }
-  return collective({OpType::REDUCE, "reduce", tensors, tensors, example, sig}, on_shm, [&]() -> Issued {
+  return collective({OpType::REDUCE, "reduce", tensors, tensors, example, sig, refusal.text()}, on_shm,
+                    [&]() -> Issued {
     auto host = on_host(tensors);
     auto host_opts = opts;
     host_opts.reduceOp = plan.host_op;
@@ -416,6 +453,13 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather(TensorLists& outputs, Ten
                                                        const c10d::AllgatherOptions& opts) {
   auto flat_out = flatten(outputs);
   const auto& example = first(inputs, "all_gather");
+  Refusal refusal("all_gather");
+  refusal.check(outputs.size() == inputs.size() ? "" : "needs one list of outputs per input tensor")
+      .check(args::no_zero_dim0(both(inputs, flat_out)));
+  for (size_t i = 0; i < inputs.size() && i < outputs.size(); ++i) {
+    refusal.check(args::one_per_rank(outputs[i], size_, "output tensors"))
+        .check(args::each_like(outputs[i], inputs[i], "output", "input"));
+  }
   auto sig = Sig::of(OpType::ALLGATHER, example, inputs.size(), numel_of(inputs) + numel_of(flat_out));
   std::function<void()> on_shm;
   if (shm_ && inputs.size() == outputs.size()) {
@@ -423,7 +467,8 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather(TensorLists& outputs, Ten
       for (size_t i = 0; i < inputs.size(); ++i) all_gather_on_shm(inputs[i], outputs[i]);
     };
   }
-  return collective({OpType::ALLGATHER, "all_gather", both(flat_out, inputs), flat_out, example, sig}, on_shm,
+  return collective({OpType::ALLGATHER, "all_gather", both(flat_out, inputs), flat_out, example, sig, refusal.text()},
+                    on_shm,
                     [&]() -> Issued {
                       auto host_out = on_host(outputs);
                       auto host_in = on_host(inputs);
@@ -434,9 +479,12 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather(TensorLists& outputs, Ten
 c10::intrusive_ptr<Work> ProcessGroupNeuron::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                              const c10d::AllgatherOptions& opts) {
   auto sig = Sig::of(OpType::_ALLGATHER_BASE, input, 1, input.numel() + output.numel());
+  Refusal refusal("all_gather_into_tensor");
+  refusal.check(args::whole_of_parts(output, input, size_, "output", "input"));
   std::function<void()> on_shm;
   if (shm_) on_shm = [&] { all_gather_into_on_shm(output, input, "all_gather_into_tensor"); };
-  return collective({OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {output, input}, {output}, input, sig},
+  return collective({OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {output, input}, {output}, input, sig,
+                     refusal.text()},
                     on_shm, [&]() -> Issued {
                       auto host_out = on_host(output);
                       auto host_in = on_host(input);
@@ -448,6 +496,20 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather_coalesced(TensorLists& ou
                                                                  const c10d::AllgatherOptions& opts) {
   auto flat_out = flatten(outputs);
   const auto& example = first(inputs, "all_gather_coalesced");
+  Refusal refusal("all_gather_coalesced");
+  refusal.check(static_cast<int>(outputs.size()) == size_
+                    ? ""
+                    : c10::str("needs one list of outputs per rank (", size_, "), got ", outputs.size()))
+      .check(args::no_zero_dim0(both(inputs, flat_out)));
+  for (const auto& per_rank : outputs) {
+    refusal.check(per_rank.size() == inputs.size()
+                      ? ""
+                      : c10::str("each rank's list of outputs needs one tensor per input (", inputs.size(), "), got ",
+                                 per_rank.size()));
+    for (size_t i = 0; i < per_rank.size() && i < inputs.size(); ++i) {
+      refusal.check(args::each_like({per_rank[i]}, inputs[i], "output", "input"));
+    }
+  }
   auto sig = Sig::of(OpType::ALLGATHER_COALESCED, example, inputs.size(), numel_of(inputs) + numel_of(flat_out));
   // Gloo's form: outputs[rank][i] receives rank's inputs[i].
   std::function<void()> on_shm;
@@ -465,7 +527,9 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather_coalesced(TensorLists& ou
     };
   }
   return collective(
-      {OpType::ALLGATHER_COALESCED, "all_gather_coalesced", both(flat_out, inputs), flat_out, example, sig}, on_shm,
+      {OpType::ALLGATHER_COALESCED, "all_gather_coalesced", both(flat_out, inputs), flat_out, example, sig,
+       refusal.text()},
+      on_shm,
       [&]() -> Issued {
         auto host_out = on_host(outputs);
         auto host_in = on_host(inputs);
@@ -476,6 +540,11 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather_coalesced(TensorLists& ou
 c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather_into_tensor_coalesced(TensorList& outputs, TensorList& inputs,
                                                                              const c10d::AllgatherOptions& opts) {
   const auto& example = first(inputs, "all_gather_into_tensor_coalesced");
+  Refusal refusal("all_gather_into_tensor_coalesced");
+  refusal.check(outputs.size() == inputs.size() ? "" : "needs one output per input tensor");
+  for (size_t i = 0; i < inputs.size() && i < outputs.size(); ++i) {
+    refusal.check(args::whole_of_parts(outputs[i], inputs[i], size_, "output", "input"));
+  }
   auto sig = Sig::of(OpType::COALESCED, example, inputs.size(), numel_of(inputs) + numel_of(outputs));
   std::function<void()> on_shm;
   if (shm_ && outputs.size() == inputs.size()) {
@@ -486,7 +555,9 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather_into_tensor_coalesced(Ten
     };
   }
   return collective(
-      {OpType::COALESCED, "all_gather_into_tensor_coalesced", both(outputs, inputs), outputs, example, sig}, on_shm,
+      {OpType::COALESCED, "all_gather_into_tensor_coalesced", both(outputs, inputs), outputs, example, sig,
+       refusal.text()},
+      on_shm,
       [&]() -> Issued {
         auto host_out = on_host(outputs);
         auto host_in = on_host(inputs);
@@ -516,6 +587,15 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::gather(TensorLists& outputs, Tensor
                                                     const c10d::GatherOptions& opts) {
   auto flat_out = flatten(outputs);  // empty on ranks other than the root
   const auto& example = first(inputs, "gather");
+  Refusal refusal("gather");
+  refusal.check(args::root(opts.rootRank, size_, "gather")).check(args::no_zero_dim0(inputs));
+  if (rank_ == opts.rootRank) {  // only the root has outputs: it tells the others if it refuses them
+    refusal.check(outputs.size() == inputs.size() ? "" : "the root needs one list of outputs per input tensor");
+    for (size_t i = 0; i < inputs.size() && i < outputs.size(); ++i) {
+      refusal.check(args::one_per_rank(outputs[i], size_, "output tensors"))
+          .check(args::each_like(outputs[i], inputs[i], "output", "input"));
+    }
+  }
   auto sig = Sig::of(OpType::GATHER, example, inputs.size(), numel_of(inputs)).with_root(opts.rootRank);
   std::function<void()> on_shm;
   if (shm_ && inputs.size() == 1) {
@@ -530,7 +610,8 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::gather(TensorLists& outputs, Tensor
       exchange_on_shm(send, recv);
     };
   }
-  return collective({OpType::GATHER, "gather", both(flat_out, inputs), flat_out, example, sig}, on_shm,
+  return collective({OpType::GATHER, "gather", both(flat_out, inputs), flat_out, example, sig, refusal.text()},
+                    on_shm,
                     [&]() -> Issued {
                       auto host_out = on_host(outputs);
                       auto host_in = on_host(inputs);
@@ -541,6 +622,15 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::gather(TensorLists& outputs, Tensor
 c10::intrusive_ptr<Work> ProcessGroupNeuron::scatter(TensorList& outputs, TensorLists& inputs,
                                                      const c10d::ScatterOptions& opts) {
   const auto& example = first(outputs, "scatter");
+  Refusal refusal("scatter");
+  refusal.check(args::root(opts.rootRank, size_, "scatter"));
+  if (rank_ == opts.rootRank) {  // only the root has inputs: it tells the others if it refuses them
+    refusal.check(inputs.size() == outputs.size() ? "" : "the root needs one list of inputs per output tensor");
+    for (size_t i = 0; i < inputs.size() && i < outputs.size(); ++i) {
+      refusal.check(args::one_per_rank(inputs[i], size_, "input tensors"))
+          .check(args::each_like(inputs[i], outputs[i], "input", "output"));
+    }
+  }
   auto sig = Sig::of(OpType::SCATTER, example, outputs.size(), numel_of(outputs)).with_root(opts.rootRank);
   std::function<void()> on_shm;
   if (shm_ && outputs.size() == 1) {
@@ -556,7 +646,9 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::scatter(TensorList& outputs, Tensor
     };
   }
   // inputs are empty on ranks other than the root
-  return collective({OpType::SCATTER, "scatter", both(outputs, flatten(inputs)), outputs, example, sig}, on_shm,
+  return collective({OpType::SCATTER, "scatter", both(outputs, flatten(inputs)), outputs, example, sig,
+                     refusal.text()},
+                    on_shm,
                     [&]() -> Issued {
                       auto host_out = on_host(outputs);
                       auto host_in = on_host(inputs);
@@ -587,6 +679,14 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::reduce_scatter(TensorList& outputs,
                                                             const c10d::ReduceScatterOptions& opts) {
   auto flat_in = flatten(inputs);
   const auto& example = first(outputs, "reduce_scatter");
+  Refusal refusal("reduce_scatter");
+  refusal.check(args::reduction(opts.reduceOp))
+      .check(outputs.size() == inputs.size() ? "" : "needs one list of inputs per output tensor")
+      .check(args::not_empty(both(outputs, flat_in)));
+  for (size_t i = 0; i < inputs.size() && i < outputs.size(); ++i) {
+    refusal.check(args::one_per_rank(inputs[i], size_, "input tensors"))
+        .check(args::each_like(inputs[i], outputs[i], "input", "output"));
+  }
   auto plan = HostReduction::plan(opts.reduceOp, example.scalar_type(), size_, "reduce_scatter");
   auto sig = Sig::of(OpType::REDUCE_SCATTER, example, outputs.size(), numel_of(outputs) + numel_of(flat_in))
                  .with_reduce(opts.reduceOp.op_);
@@ -596,7 +696,8 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::reduce_scatter(TensorList& outputs,
       for (size_t i = 0; i < outputs.size(); ++i) reduce_scatter_on_shm(outputs[i], inputs[i], plan);
     };
   }
-  return collective({OpType::REDUCE_SCATTER, "reduce_scatter", both(outputs, flat_in), outputs, example, sig},
+  return collective({OpType::REDUCE_SCATTER, "reduce_scatter", both(outputs, flat_in), outputs, example, sig,
+                     refusal.text()},
                     on_shm, [&]() -> Issued {
                       auto host_out = on_host(outputs);
                       TensorLists host_in;
@@ -609,6 +710,10 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::reduce_scatter(TensorList& outputs,
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                   const c10d::ReduceScatterOptions& opts) {
+  Refusal refusal("reduce_scatter_tensor");
+  refusal.check(args::reduction(opts.reduceOp))
+      .check(args::not_empty({input, output}))
+      .check(args::whole_of_parts(input, output, size_, "input", "output"));
   auto plan = HostReduction::plan(opts.reduceOp, output.scalar_type(), size_, "reduce_scatter_tensor");
   auto sig = Sig::of(OpType::_REDUCE_SCATTER_BASE, output, 1, output.numel() + input.numel())
                  .with_reduce(opts.reduceOp.op_);
@@ -619,7 +724,8 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::_reduce_scatter_base(at::Tensor& ou
     };
   }
   return collective(
-      {OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {output, input}, {output}, input, sig}, on_shm,
+      {OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {output, input}, {output}, input, sig, refusal.text()},
+      on_shm,
       [&]() -> Issued {
         auto host_out = on_host(output);
         auto host_in = plan.scaled_copies({on_host(input)})[0];
@@ -632,6 +738,13 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::_reduce_scatter_base(at::Tensor& ou
 c10::intrusive_ptr<Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesced(
     TensorList& outputs, TensorList& inputs, const c10d::ReduceScatterOptions& opts) {
   const auto& example = first(outputs, "reduce_scatter_tensor_coalesced");
+  Refusal refusal("reduce_scatter_tensor_coalesced");
+  refusal.check(args::reduction(opts.reduceOp))
+      .check(outputs.size() == inputs.size() ? "" : "needs one output per input tensor")
+      .check(args::same_trailing_shape(inputs));
+  for (size_t i = 0; i < inputs.size() && i < outputs.size(); ++i) {
+    refusal.check(args::whole_of_parts(inputs[i], outputs[i], size_, "input", "output"));
+  }
   auto plan = HostReduction::plan(opts.reduceOp, example.scalar_type(), size_, "reduce_scatter_tensor_coalesced");
   auto sig = Sig::of(OpType::REDUCE_SCATTER_TENSOR_COALESCED, example, outputs.size(),
                      numel_of(outputs) + numel_of(inputs))
@@ -647,7 +760,7 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesced(
     };
   }
   return collective({OpType::REDUCE_SCATTER_TENSOR_COALESCED, "reduce_scatter_tensor_coalesced",
-                     both(outputs, inputs), outputs, example, sig},
+                     both(outputs, inputs), outputs, example, sig, refusal.text()},
                     on_shm, [&]() -> Issued {
                       auto host_out = on_host(outputs);
                       auto host_in = plan.scaled_copies(on_host(inputs));
@@ -663,7 +776,12 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::alltoall_base(at::Tensor& output, a
                                                            std::vector<int64_t>& input_split_sizes,
                                                            const c10d::AllToAllOptions& opts) {
   auto sig = Sig::of(OpType::ALLTOALL_BASE, input, 1, input.numel() + output.numel());
-  if (!output_split_sizes.empty() || !input_split_sizes.empty()) sig.any_shape();  // uneven: sizes differ by rank
+  Refusal refusal("all_to_all_single");
+  refusal.check(args::even_splits(input, input_split_sizes, size_, "input"))
+      .check(args::even_splits(output, output_split_sizes, size_, "output"))
+      .check(output.scalar_type() == input.scalar_type()
+                 ? ""
+                 : c10::str("the output is ", output.scalar_type(), " but the input ", input.scalar_type()));
   std::function<void()> on_shm;
   if (shm_) {
     on_shm = [&] {
@@ -692,7 +810,8 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::alltoall_base(at::Tensor& output, a
       exchange_on_shm(blocks(input, input_split_sizes, "input"), blocks(output, output_split_sizes, "output"));
     };
   }
-  return collective({OpType::ALLTOALL_BASE, "all_to_all_single", {output, input}, {output}, input, sig}, on_shm,
+  return collective({OpType::ALLTOALL_BASE, "all_to_all_single", {output, input}, {output}, input, sig, refusal.text()},
+                    on_shm,
                     [&]() -> Issued {
                       auto host_out = on_host(output);
                       auto host_in = on_host(input);
@@ -704,7 +823,14 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::alltoall_base(at::Tensor& output, a
 c10::intrusive_ptr<Work> ProcessGroupNeuron::alltoall(TensorList& outputs, TensorList& inputs,
                                                       const c10d::AllToAllOptions& opts) {
   const auto& example = first(inputs, "all_to_all");
-  auto sig = Sig::of(OpType::ALLTOALL, example, inputs.size(), -1).any_shape();
+  Refusal refusal("all_to_all");
+  refusal.check(args::one_per_rank(inputs, size_, "input tensors"))
+      .check(args::one_per_rank(outputs, size_, "output tensors"));
+  bool all_empty = true;
+  for (const auto& t : inputs) all_empty = all_empty && t.numel() == 0;
+  if (!all_empty) refusal.check(args::not_empty(inputs));  // nothing to send anywhere is fine
+  refusal.check(args::same_shapes(inputs, "input")).check(args::each_like(outputs, example, "output", "input"));
+  auto sig = Sig::of(OpType::ALLTOALL, example, inputs.size(), numel_of(inputs));
   std::function<void()> on_shm;
   if (shm_) {
     on_shm = [&] {
@@ -713,7 +839,8 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::alltoall(TensorList& outputs, Tenso
       exchange_on_shm(inputs, outputs);
     };
   }
-  return collective({OpType::ALLTOALL, "all_to_all", both(outputs, inputs), outputs, example, sig}, on_shm,
+  return collective({OpType::ALLTOALL, "all_to_all", both(outputs, inputs), outputs, example, sig, refusal.text()},
+                    on_shm,
                     [&]() -> Issued {
                       auto host_out = on_host(outputs);
                       auto host_in = on_host(inputs);

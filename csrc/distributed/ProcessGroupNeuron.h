@@ -10,9 +10,10 @@
 //  * groups spanning hosts, and what the shared-memory path does not carry
 //    (send/recv, bool and complex reductions): a host backend, gloo over TCP.
 //
-// The backend serves CPU tensors too (forwarded to the host backend as they
-// are), so `init_process_group("neuron")` alone also carries object
-// collectives and CPU barriers.
+// As TorchNeuron's, the backend serves neuron tensors only (object collectives and
+// barriers then run on neuron tensors); CPU tensors belong on a gloo group
+// ("cpu:gloo,neuron:neuron"). It refuses, on every rank, the arguments
+// TorchNeuron refuses (CollectiveArguments.h).
 #pragma once
 
 #include "distributed/CollectiveCheck.h"
@@ -23,6 +24,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -71,8 +73,10 @@ class ProcessGroupNeuron : public c10d::Backend {
   void setGroupUid(const std::string& pg_uid) override;
   void abort() override { host_->abort(); }
   void shutdown() override { host_->shutdown(); }
-  void setSequenceNumberForGroup() override { host_->setSequenceNumberForGroup(); }
-  uint64_t getSequenceNumberForGroup() override { return host_->getSequenceNumberForGroup(); }
+  // Collectives issued on this group so far, the same count on every rank (TorchNeuron numbers its
+  // works from 0 per group); each work's getSequencenumber() is its place in that count.
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
   void enableCollectivesTiming() override { host_->enableCollectivesTiming(); }
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override {
     host_->monitoredBarrier(opts, wait_all_ranks);
@@ -143,18 +147,21 @@ class ProcessGroupNeuron : public c10d::Backend {
   // Returns null, or for a collective that starts before every rank posted, the
   // check to run once it completed (it throws on a disagreement).
   std::function<void()> agree(const CollectiveSignature& signature);
+  // Raises the call's refusal on every rank of the group (see the definition).
+  [[noreturn]] void refuse(const Call& call);
   // Runs `reference` on zero-filled buffers: what a rank that disagrees with a
   // reference that started already does, so that the reference's collective completes.
   void stand_in(const CollectiveSignature& reference);
   c10::intrusive_ptr<c10d::Work> wrap(c10::intrusive_ptr<c10d::Work> host_work, std::vector<at::Tensor> outputs,
                                       std::function<void()> finish, c10d::OpType op, const char* name,
-                                      const at::Tensor& example) const;
+                                      const at::Tensor& example, uint64_t seq) const;
 
   c10::intrusive_ptr<c10d::Backend> host_;
   c10::intrusive_ptr<Options> options_;
   HostFactory host_factory_;
   std::shared_ptr<SignatureBoard> board_;  // null: checks off, or through the host backend
   std::unique_ptr<SharedMemoryCollectives> shm_;  // null: the data goes through the host backend
+  std::atomic<uint64_t> seq_{0};  // collectives issued (getSequenceNumberForGroup)
 
   // ProcessGroup::splitGroup (torch 2.13) calls split() once per device type
   // this backend serves (neuron and cpu), with the same store: the second call

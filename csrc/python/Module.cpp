@@ -22,6 +22,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_unavailable", &neuron::rt::set_unavailable);
   m.def("_set_core_registry", &neuron::rt::set_core_registry, "Lock files (per physical core) and holder header per device");
   m.def("_is_configured", &neuron::rt::configured);
+  // The runtime's start at first device use (torch_neuronx.runtime.init): called with the GIL from any thread.
+  m.def("_set_runtime_starter", [](py::object start) {
+    auto* held = new py::object(std::move(start));  // leaked: it may be called until the process exits
+    neuron::rt::set_starter([held] {
+      py::gil_scoped_acquire gil;
+      (*held)();
+    });
+  });
+  m.def("_runtime_started", &neuron::rt::started);
   m.def("_device_count", &neuron::rt::device_count);
   m.def("_hbm_bytes", &neuron::rt::hbm_bytes);
   m.def("_check_device", &neuron::rt::check_device);

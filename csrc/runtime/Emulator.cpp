@@ -185,6 +185,32 @@ State& state() {
   return *s;
 }
 
+// The runtime starts at the first call that needs the cores (set_starter).
+std::atomic<std::function<void()>*> g_starter{nullptr};
+std::atomic<bool> g_started{false};
+
+void ensure_started() {
+  if (g_started.load(std::memory_order_acquire)) return;
+  static thread_local bool starting = false;  // the starter configures the cores: calls it makes must not recurse
+  auto* starter = g_starter.load(std::memory_order_acquire);
+  if (starter == nullptr || starting) return;
+  starting = true;
+  try {
+    (*starter)();
+  } catch (...) {
+    starting = false;
+    throw;
+  }
+  starting = false;
+  g_started.store(true, std::memory_order_release);
+}
+
+// The state of a started runtime: what every call about the cores uses.
+State& started_state() {
+  ensure_started();
+  return state();
+}
+
 std::string human(int64_t n) {
   std::ostringstream os;
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -278,10 +304,10 @@ void check_device(const State& s, int device) {
                                 : "TorchNeuron runtime unavailable: " + s.unavailable);
   int n = static_cast<int>(s.budget.size());
   TORCH_CHECK_VALUE(
-      device >= 0 && device < n, "Invalid device index neuron:", device, ": ", n,
-      " NeuronCore(s) are visible to this process (valid indices 0..", n - 1,
-      "). Use one of those, or make more cores visible: NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES, "
-      "or a larger TORCHNEURON_INSTANCE.");
+      device >= 0 && device < n, "Invalid device index neuron:", device, ": Device index ", device,
+      " is out of range. Valid range is 0 to ", n - 1, " for this process (", n,
+      " NeuronCore(s) visible). Use one of those, or make more cores visible: NEURON_RT_VISIBLE_CORES / "
+      "NEURON_RT_NUM_CORES, or a larger TORCHNEURON_INSTANCE.");
 }
 
 // A valid index this process holds: under a launcher, a sibling rank's core is a valid index but not ours.
@@ -329,11 +355,18 @@ void set_unavailable(const std::string& reason) {
   std::lock_guard<std::mutex> g(s.mu);
   s.unavailable = reason;
 }
-int device_count() { return static_cast<int>(state().budget.size()); }
+int device_count() { return static_cast<int>(started_state().budget.size()); }
 
-void check_device(int device) { check_device(state(), device); }
+void check_device(int device) { check_device(started_state(), device); }
 
-int default_device() { return state().default_device; }
+int default_device() { return started_state().default_device; }
+
+void set_starter(std::function<void()> start) {
+  auto* previous = g_starter.exchange(new std::function<void()>(std::move(start)));  // leaked: called until exit
+  (void)previous;
+}
+
+bool started() { return g_started.load(std::memory_order_acquire) || state().configured; }
 
 void set_core_registry(const std::vector<std::vector<std::string>>& lock_files,
                        const std::vector<std::string>& header) {
@@ -346,26 +379,26 @@ void set_core_registry(const std::vector<std::vector<std::string>>& lock_files,
 }
 
 void check_attached(int device) {
-  auto& s = state();
+  auto& s = started_state();
   std::lock_guard<std::mutex> g(s.mu);
   check_usable(s, device);
 }
 
 int64_t bank_allocated(int device) {
-  auto& s = state();
+  auto& s = started_state();
   std::lock_guard<std::mutex> g(s.mu);
   check_usable(s, device);
   return s.bank_used[s.bank[device]];
 }
 
 int64_t hbm_bytes(int device) {
-  auto& s = state();
+  auto& s = started_state();
   check_usable(s, device);
   return s.budget[device];
 }
 
 const std::string& label(int device) {
-  auto& s = state();
+  auto& s = started_state();
   check_device(s, device);
   return s.labels[device];
 }
@@ -478,7 +511,7 @@ static bool reserve(State& s, int device, size_t nbytes) {
 // One critical section per allocation (it is on every op's path): the budget is reserved, the host memory
 // taken and the block recorded under one lock; a refused request takes no host memory.
 void* allocate(int device, size_t nbytes) {
-  auto& s = state();
+  auto& s = started_state();
   check_host_backing(s, device, nbytes);
   void* p = nullptr;
   int64_t allocated;

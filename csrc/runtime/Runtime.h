@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,13 @@ void configure(const std::vector<int64_t>& hbm_bytes, const std::vector<std::str
                const std::vector<int64_t>& banks, const std::vector<bool>& attached,
                const std::string& detached_reason, int default_device);
 bool configured();
+// The runtime starts at first device use, not when the plugin loads, as the Neuron runtime does
+// (TorchNeuron's _lazy_init): a launcher that sets NEURON_RT_VISIBLE_CORES / LOCAL_RANK after `import
+// torch` (mp.spawn workers, PyTorch's MultiProcessTestCase) is obeyed. `start` runs once, on the first
+// call that needs the cores (device_count, a device check, the default device, an allocation); it
+// calls configure() (or set_unavailable()). started(): whether it ran.
+void set_starter(std::function<void()> start);
+bool started();
 // Exclusive core ownership across the processes of a host (torch_neuronx/runtime/ownership.py):
 // `lock_files[d]` are the per-physical-core lock files of device d, in a registry directory the
 // Python layer checked. On its first allocation a device takes a kernel-released lock (flock) on

@@ -6,18 +6,17 @@ tensor parallelism, launched with torchrun on one host or many. See
 docs/distributed.md.
 
 `register()` runs when torch_neuronx loads (`import torch`); it only registers
-the backend's creator and binds this rank to its core: the C++ bindings load
-when the first process group is created.
+the backend's creator: the C++ bindings load, and a rank without a launcher is
+bound to its core, when the first process group is created.
 """
 
 from __future__ import annotations
 
 from .backend import BACKEND_NAME, register_backend
-from .device_binding import RankBindingError, bind_at_import
+from .device_binding import RankBindingError
 
 __all__ = ["BACKEND_NAME", "RankBindingError", "register"]
 
 
 def register() -> None:
     register_backend()
-    bind_at_import()

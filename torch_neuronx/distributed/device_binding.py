@@ -3,7 +3,7 @@
 A launcher (torchrun, or Accelerate/Transformers/TRL on top of it) starts one process per core and
 tells each its LOCAL_RANK on its host. As in TorchNeuron, when several ranks run (WORLD_SIZE > 1) and
 the user has not chosen NEURON_RT_VISIBLE_CORES, the runtime sets it to LOCAL_RANK before it starts
-(torch_neuronx.runtime.init, at import): each rank holds exactly one core. Device indices keep
+(torch_neuronx.runtime.init, at first device use): each rank holds exactly one core. Device indices keep
 TorchNeuron's numbering: a rank sees as many indices as there are ranks on its host, and its own core
 is index LOCAL_RANK, the one Transformers (`torch.accelerator.set_device_index(local_rank)`),
 Accelerate (`torch.neuron.current_device()`) and DeviceMesh (`rank % device_count`) bind to; the other
@@ -11,17 +11,19 @@ indices are its sibling ranks' cores, which it cannot use (a clear error names i
 `device_map="auto"` loads a model onto the rank's own core only, and code written for CUDA's
 `cuda:LOCAL_RANK` runs unchanged.
 
-This module makes that index current at import (so code asking `current_device()` before
-init_process_group gets the rank's core) and checks the binding when a process group is created:
-more ranks on a host than cores, or a rank given several cores, is a clear error.
-Multi-host runs need nothing more: LOCAL_RANK counts ranks on each host.
+The runtime makes that index the process's default device when it starts (so code asking
+`current_device()` before init_process_group gets the rank's core). A process that creates the "neuron"
+process group before its first device use without a launcher's LOCAL_RANK (mp.spawn workers, PyTorch's
+MultiProcessTestCase) is bound there, as TorchNeuron's init_process_group does: its local rank and the
+ranks on its host come from the group's store, and it holds NeuronCore <local rank>. The binding is
+checked when a process group is created: more ranks on a host than cores, or a rank given several cores,
+is a clear error. Multi-host runs need nothing more: LOCAL_RANK counts ranks on each host.
 """
 
 from __future__ import annotations
 
 import os
-
-import torch
+import socket
 
 from ..runtime.topology import env_int
 
@@ -89,11 +91,39 @@ def too_many_ranks(topo, local_rank: int, local_world: int | None, ranks_here: i
         "TorchNeuron uses at most 127 per process).")
 
 
-def bind_at_import() -> None:
-    """Make the rank's own core current for the importing thread when that is possible."""
-    index = rank_device(strict=False)
-    if index is not None:
-        torch.neuron.set_device(index)
+def bind_at_process_group(store, group_rank: int, group_size: int) -> None:
+    """At the creation of the default "neuron" group, before the runtime started: bind this rank as a launch would.
+
+    As TorchNeuron's ProcessGroupNeuron (`_set_rt_visible_cores`): the local rank and the number of ranks on
+    this host come from the launcher (LOCAL_RANK, LOCAL_WORLD_SIZE), else from the ranks' hostnames in the
+    group's store; the rank then holds NeuronCore <local rank> (unless NEURON_RT_VISIBLE_CORES says otherwise)
+    as device neuron:<local rank>, and device_count() is the number of ranks on the host.
+    """
+    from .. import runtime
+    if runtime.started() or group_size <= 1:
+        return
+    local_rank, local_world = _launcher_int("LOCAL_RANK"), _launcher_int("LOCAL_WORLD_SIZE")
+    if local_rank is not None and local_world is not None:
+        binding = (local_rank, max(local_world, local_rank + 1))
+    else:
+        binding = _ranks_on_this_host(store, group_rank, group_size)
+    runtime.init(binding=binding)
+    topo = runtime.topology()
+    if len(topo.visible) > 1:
+        raise RankBindingError(
+            f"this rank (local rank {binding[0]}) holds {len(topo.visible)} NeuronCores (NEURON_RT_VISIBLE_CORES="
+            f"{os.environ.get('NEURON_RT_VISIBLE_CORES')}): TorchNeuron allows one device per process in a "
+            f"distributed job. Unset NEURON_RT_VISIBLE_CORES (each rank then takes core LOCAL_RANK) or give each "
+            f"rank a single core.")
+
+
+def _ranks_on_this_host(store, group_rank: int, group_size: int) -> tuple[int, int]:
+    """(local rank, ranks on this host) from every rank's hostname, exchanged through the group's store."""
+    host = socket.gethostname()
+    store.set(f"torchneuron/hostname/{group_rank}", host)
+    hosts = [store.get(f"torchneuron/hostname/{r}").decode() for r in range(group_size)]  # waits for each rank
+    here = [r for r in range(group_size) if hosts[r] == host]
+    return here.index(group_rank), len(here)
 
 
 def check_binding() -> int | None:

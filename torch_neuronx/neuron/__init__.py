@@ -41,11 +41,12 @@ def device_count() -> int:
 
 
 def is_initialized() -> bool:
-    return runtime.available()
+    """Whether the runtime has started (as torch.cuda.is_initialized: asking never starts it)."""
+    return runtime.started() and runtime.available()
 
 
 def init() -> None:
-    runtime.topology()  # raises the environment error, if any
+    runtime.topology()  # starts the runtime; raises the environment error, if any
 
 
 def _lazy_init() -> None:
@@ -164,7 +165,7 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 
 def get_amp_supported_dtype() -> list[torch.dtype]:
-    """As TorchNeuron: fp32, fp16, bf16 (autocast's default on neuron is bf16: torch.get_autocast_dtype)."""
+    """As TorchNeuron: fp32, fp16, bf16 (autocast's default on neuron is float16, as on CUDA: torch.get_autocast_dtype)."""
     return [torch.float32, torch.float16, torch.bfloat16]
 
 

@@ -54,9 +54,9 @@ def _describe(inst: InstanceType) -> str:
 def check_collective_group(size: int, ranks: list[int] | None = None,
                            instance: str | InstanceType | None = None) -> None:
     """Raise CollectiveTopologyError if `size` ranks (global `ranks`, if known) cannot form a group here."""
-    if instance is None:
+    if instance is None:  # this process's instance, without starting the runtime (a group may bind it first)
         from .. import runtime
-        instance = runtime.topology().instance
+        instance = runtime.topology().instance if runtime.started() else runtime.instance_name()
     inst = _instance(instance)
     if inst.chip == "Trainium1" and not _trn1_ok(size):
         below = max(n for n in range(1, size) if _trn1_ok(n))

@@ -10,11 +10,12 @@ def _core():
     return _C
 
 
-def configure(topo: Topology) -> None:
+def configure(topo: Topology, default_device: int) -> None:
+    """The cores of `topo`; threads that never chose a device use `default_device`."""
     n = topo.device_count
     _core()._configure([topo.hbm_per_core] * n, [topo.label(i) for i in range(n)],
                        [topo.bank_of(i) for i in range(n)], [topo.attached(i) for i in range(n)],
-                       detached_reason(topo), topo.first_index)
+                       detached_reason(topo), default_device)
     from ..dtypes import set_stochastic_rounding
     set_stochastic_rounding(topo.stochastic_rounding)
 

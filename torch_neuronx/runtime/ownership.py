@@ -38,7 +38,7 @@ import os
 import struct
 from dataclasses import dataclass
 
-from .topology import DEFAULT_INSTANCE, Topology, TopologyError, instance_type
+from .topology import Topology, TopologyError, instance_name, instance_type
 
 USAGE_OFFSET = 128  # must match kUsageOffset in csrc/runtime/Emulator.cpp: int64 in use, then int64 peak
 ENV = "TORCHNEURON_CORE_REGISTRY"
@@ -161,7 +161,7 @@ def held_cores(instance: str | None = None, env=None) -> list[HeldCore]:
     """The cores live processes hold on the emulated instance (default: this process's instance type)."""
     env = os.environ if env is None else env
     if instance is None:
-        instance = env.get("TORCHNEURON_INSTANCE", "").strip() or DEFAULT_INSTANCE
+        instance = instance_name(env)
     inst = instance_type(instance)
     directory = instance_dir(instance, env)
     if directory is None:

@@ -10,13 +10,14 @@ Real instance shapes (AWS documentation; /work/shared/trainium-facts.md, docs/fi
   two cores of a pair share their bank (one may use more than half while its neighbour uses less).
   The runtime keeps about 96 MiB per physical core for itself (microcode, runtime state), so a bank
   offers that much less to tensors.
-  The real TorchNeuron runs on Trn2 and Trn3 only: the default here is trn2.48xlarge (64 cores of
-  24 GiB at LNC=2); trn1/inf2 stay selectable for older jobs.
+  The real TorchNeuron runs on Trn2 and Trn3 only: the default here is the largest Trainium2 instance
+  this host can run one process per core of (default_instance: trn2.48xlarge, 64 cores of 24 GiB at
+  LNC=2, on a large host; trn2.3xlarge, 4 cores, otherwise); trn1/inf2 stay selectable for older jobs.
   Trn3 comes as UltraServers whose servers AWS names no instance size for: "trn3-gen1" is one server
   of a Gen1 UltraServer (16 chips), "trn3-gen2" one of a Gen2 UltraServer (4 chips).
 
 Environment, as the Neuron runtime reads it:
-  TORCHNEURON_INSTANCE        instance type to emulate (default trn2.48xlarge)
+  TORCHNEURON_INSTANCE        instance type to emulate (default: default_instance(), from the host)
   NEURON_LOGICAL_NC_CONFIG    1 or 2 on Trainium2/Trainium3 (default 2); 1 elsewhere
   NEURON_RT_VISIBLE_CORES     the cores this process may use: one core ("3") or one contiguous,
                               increasing range ("0-3"); wins over NEURON_RT_NUM_CORES
@@ -39,7 +40,10 @@ from typing import Mapping
 
 MiB = 1 << 20
 GiB = 1 << 30
-DEFAULT_INSTANCE = "trn2.48xlarge"
+# The emulated instance when TORCHNEURON_INSTANCE is unset (default_instance): trn2.48xlarge when the host
+# can run its 64 ranks, one process per core, else trn2.3xlarge.
+LARGE_DEFAULT_INSTANCE, SMALL_DEFAULT_INSTANCE = "trn2.48xlarge", "trn2.3xlarge"
+LARGE_DEFAULT_MIN_CPUS, LARGE_DEFAULT_MIN_RAM = 32, 128 * (1 << 30)
 RUNTIME_RESERVE_PER_PHYSICAL_CORE = 96 * MiB
 MAX_VISIBLE_DEVICES = 127
 
@@ -222,6 +226,80 @@ def env_int(env: Mapping[str, str], name: str, error: type[Exception] = Topology
         raise error(f"{name}={raw!r} is not a whole number{hint}") from None
 
 
+def host_resources() -> tuple[int, int]:
+    """(CPUs this process may run on, bytes of RAM it may use): the affinity mask, and the smaller of
+    MemTotal and the cgroup's memory limit (a container's)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    ram = 0
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    ram = int(line.split()[1]) * 1024
+                    break
+    except OSError:
+        pass
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(limit_file) as f:
+                raw = f.read().strip()
+        except OSError:
+            continue
+        if raw.isdigit() and 0 < int(raw) < (ram or int(raw) + 1):
+            ram = int(raw)
+    return cpus, ram
+
+
+def default_instance(resources: tuple[int, int] | None = None) -> str:
+    """The instance emulated when TORCHNEURON_INSTANCE is unset: what this host can run.
+
+    Launchers start one process per core by default (`accelerate launch` and the TRL CLI without
+    --num_processes): a trn2.48xlarge's 64 ranks need a large host (at least LARGE_DEFAULT_MIN_CPUS CPUs and
+    LARGE_DEFAULT_MIN_RAM of RAM, 2 GiB per rank); elsewhere the default is a trn2.3xlarge (one Trainium2
+    chip, 4 cores of 24 GiB at LNC=2). Every named instance stays available through TORCHNEURON_INSTANCE.
+    """
+    cpus, ram = resources or host_resources()
+    large = cpus >= LARGE_DEFAULT_MIN_CPUS and ram >= LARGE_DEFAULT_MIN_RAM
+    return LARGE_DEFAULT_INSTANCE if large else SMALL_DEFAULT_INSTANCE
+
+
+def instance_name(env: Mapping[str, str] | None = None) -> str:
+    """The instance type this process emulates: TORCHNEURON_INSTANCE, else default_instance()."""
+    env = os.environ if env is None else env
+    return env.get("TORCHNEURON_INSTANCE", "").strip() or default_instance()
+
+
+def announce_default_instance(topo: "Topology", env: Mapping[str, str] | None = None) -> None:
+    """Say once, when the runtime starts on the host-chosen default, which instance it is and the switch; the
+    processes it starts inherit the choice (TORCHNEURON_INSTANCE).
+
+    Only the first rank speaks (LOCAL_RANK, else RANK, unset or 0): a launch of N ranks prints one line (ranks an
+    mp.spawn sets RANK for later still print at their start).
+    """
+    env = os.environ if env is None else env
+    if env.get("TORCHNEURON_INSTANCE", "").strip():
+        return
+    # The processes this one starts (`accelerate launch` counts the cores, then starts one rank per core) run
+    # on the same instance, and do not say it again.
+    if env is os.environ:
+        os.environ["TORCHNEURON_INSTANCE"] = topo.instance.name
+    rank = env.get("LOCAL_RANK", env.get("RANK", "0")).strip()
+    if rank not in ("", "0"):
+        return
+    import sys
+    cpus, ram = host_resources()
+    name = topo.instance.name
+    why = ("this host runs one process per core of it" if name == LARGE_DEFAULT_INSTANCE else
+           f"a {LARGE_DEFAULT_INSTANCE}'s 64 ranks (one process per core) need at least {LARGE_DEFAULT_MIN_CPUS} CPUs "
+           f"and {LARGE_DEFAULT_MIN_RAM >> 30} GiB of RAM")
+    print(f"TorchNeuron: emulating {name} ({topo.total_cores} NeuronCores at LNC={topo.lnc}) on this host "
+          f"({cpus} CPUs, {ram / (1 << 30):.0f} GiB RAM): {why}. Set TORCHNEURON_INSTANCE to choose another "
+          f"(e.g. TORCHNEURON_INSTANCE={LARGE_DEFAULT_INSTANCE}).", file=sys.stderr, flush=True)
+
+
 def launch_binding(env: Mapping[str, str]) -> tuple[int, int] | None:
     """(LOCAL_RANK, ranks on this host) when a launcher runs several ranks, else None.
 
@@ -238,12 +316,13 @@ def launch_binding(env: Mapping[str, str]) -> tuple[int, int] | None:
     return local_rank, max(local_world or 0, local_rank + 1)
 
 
-def bind_launched_rank(env: dict[str, str]) -> None:
+def bind_launched_rank(env: dict[str, str], binding: tuple[int, int] | None = None) -> None:
     """Give a launched rank its own core the way TorchNeuron does: NEURON_RT_VISIBLE_CORES=LOCAL_RANK.
 
-    Must run before the runtime reads the environment; a value the user set wins.
+    Must run before the runtime reads the environment; a value the user set wins. `binding` (local rank,
+    ranks on this host) when a process group said so, else the launcher's environment.
     """
-    binding = launch_binding(env)
+    binding = binding or launch_binding(env)
     if binding is not None and not env.get("NEURON_RT_VISIBLE_CORES", "").strip():
         env["NEURON_RT_VISIBLE_CORES"] = str(binding[0])
 
@@ -320,10 +399,14 @@ def _free_cores(inst: InstanceType, lnc: int, n: int, env: Mapping[str, str]) ->
         f"the holders.")
 
 
-def discover(env: Mapping[str, str] | None = None) -> Topology:
-    """Read the emulated topology from the environment, validating every variable."""
+def discover(env: Mapping[str, str] | None = None, binding: tuple[int, int] | None = None) -> Topology:
+    """Read the emulated topology from the environment, validating every variable.
+
+    `binding`: (local rank, ranks on this host) of a rank whose process group derived them (no launcher
+    set LOCAL_RANK); by default a launcher's LOCAL_RANK / LOCAL_WORLD_SIZE / WORLD_SIZE (launch_binding).
+    """
     env = os.environ if env is None else env
-    name = env.get("TORCHNEURON_INSTANCE", DEFAULT_INSTANCE).strip()
+    name = instance_name(env)
     inst = instance_type(name, source="TORCHNEURON_INSTANCE")
     lnc = _lnc(inst, env)
     cc_lnc = compiler_lnc(env.get("NEURON_CC_FLAGS", ""))
@@ -333,7 +416,7 @@ def discover(env: Mapping[str, str] | None = None) -> Topology:
             f"(NEURON_LOGICAL_NC_CONFIG): graphs compiled for one LNC do not load under the other. "
             f"Make them equal (NEURON_LOGICAL_NC_CONFIG={cc_lnc}, or drop --lnc from NEURON_CC_FLAGS).")
     total = inst.cores(lnc)
-    binding = launch_binding(env)
+    binding = binding or launch_binding(env)
     if binding is not None and binding[1] > total:
         local_rank, ranks_here = binding
         raise TopologyError(

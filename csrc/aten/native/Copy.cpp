@@ -50,8 +50,13 @@ void dense_copy(const at::Tensor& src, const at::Tensor& dst) {
 } // namespace
 
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_blocking*/) {
-  if (dst.numel() == 0) return dst;
   const bool to_neuron = dst.device().type() == kNeuron;
+  // As TorchNeuron (and nrt_tensor_copy): a device-to-device copy stays on one NeuronCore.
+  TORCH_CHECK(!(to_neuron && src.device().type() == kNeuron && src.device() != dst.device()),
+              "Device-to-device copy requires tensors on same Neuron core: ", src.device(), " -> ", dst.device(),
+              ". Copy through the host (t.cpu().to('", dst.device(), "')), as on TorchNeuron, or keep both on one "
+              "core (under torchrun each rank uses only its own core).");
+  if (dst.numel() == 0) return dst;
   if (to_neuron && dst.scalar_type() == at::kBFloat16 && src.scalar_type() == at::kFloat &&
       dtype_rules::stochastic_rounding() && !src.is_conj() && !src.is_neg()) {
     // NEURON_RT_STOCHASTIC_ROUNDING_EN=1: fp32 -> bf16 rounds stochastically, from the core's RNG.
@@ -65,9 +70,10 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_bl
   } else {
     as_host(dst).copy_(as_host(src));
   }
-  // Neuron's dtype rules hold from the moment a value reaches the device: int64 within int32,
-  // float64 stored as float32.
-  if (to_neuron && dtype_rules::result_has_rule(dst.scalar_type()))
+  // Neuron's int64 rule holds from the moment a value reaches the device (int64 within int32). A float64
+  // copy keeps its bytes, as on TorchNeuron (its 64-bit casts and transfers go through the CPU,
+  // python_ops/cast_policy.py): only ops compute float64 in float32 (the TORCHNEURON_FP64 rule on results).
+  if (to_neuron && dst.scalar_type() != at::kDouble && dtype_rules::result_has_rule(dst.scalar_type()))
     dtype_rules::apply_to_result("aten::copy_ (to neuron)", host_alias(dst), false);
   return dst;
 }

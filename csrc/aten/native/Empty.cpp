@@ -5,6 +5,7 @@
 #include "runtime/Runtime.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/native/TensorFactories.h>
 #include <c10/core/DeviceGuard.h>
 
 namespace neuron::native {
@@ -38,6 +39,20 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::opti
                          std::optional<bool> pin_memory) {
   TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
   return empty_on_core(index_of(device), size, stride, c10::dtype_or_default(dtype), std::nullopt);
+}
+
+// A ZeroTensor: no memory, every op sees zeros. Autograd formulas return one for a gradient known to be
+// zero (sgn's backward, the imaginary part of a real input's gradient, ...). Built as CPU and CUDA build
+// theirs: the ZeroTensor key over the device's, a storage of ZeroTensorAllocator (null data, tagged with
+// the device). Ops reach it through ATen's ZeroTensor kernels, which materialise zeros on the device where
+// an op needs data; the fallback's CPU kernel built a CPU ZeroTensor that was then taken for device
+// memory, and any use of it crashed the process.
+at::Tensor efficientzerotensor(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> layout, std::optional<at::Device> device,
+                               std::optional<bool> pin_memory) {
+  at::native::ZeroTensorAllocator allocator(c10::Device(kNeuron, index_of(device)));
+  auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1) | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
+  return at::detail::empty_generic(size, &allocator, keys, c10::dtype_or_default(dtype), std::nullopt);
 }
 
 } // namespace neuron::native

@@ -114,14 +114,16 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Ten
 }
 
 at::Tensor log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
-  if (!on_host_alias_path({&self}) || half_to_float)
-    return boxed_fallback<ATEN_OP(_log_softmax)>(self, dim, half_to_float);
+  if (half_to_float) return log_softmax_half_to_float(self, dim);
+  if (!on_host_alias_path({&self})) return boxed_fallback<ATEN_OP(_log_softmax)>(self, dim, half_to_float);
   record_signature<ATEN_OP(_log_softmax)>(self);
   return from_host(at::cpu::_log_softmax(host_alias(self), dim, false), self.device().index());
 }
 
 at::Tensor log_softmax_backward(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
                                 at::ScalarType input_dtype) {
+  if (grad_output.scalar_type() == at::kFloat && input_dtype == at::kHalf)
+    return log_softmax_backward_half_to_float(grad_output, output, dim);
   if (!on_host_alias_path({&grad_output, &output}) || input_dtype != output.scalar_type())
     return boxed_fallback<ATEN_OP(_log_softmax_backward_data)>(grad_output, output, dim, input_dtype);
   record_signature<ATEN_OP(_log_softmax_backward_data)>(grad_output, output);

@@ -28,6 +28,10 @@ at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarTyp
 at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::optional<at::ScalarType> dtype,
                          std::optional<at::Layout> layout, std::optional<at::Device> device,
                          std::optional<bool> pin_memory);
+// A ZeroTensor on the device (aten::_efficientzerotensor), as on CPU and CUDA.
+at::Tensor efficientzerotensor(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> layout, std::optional<at::Device> device,
+                               std::optional<bool> pin_memory);
 
 // Storage.cpp
 const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size, std::optional<at::MemoryFormat> memory_format);
@@ -100,5 +104,54 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding,
     int64_t groups, std::array<bool, 3> output_mask);
+
+// SyncBatchNorm.cpp: the batch-norm kernels nn.SyncBatchNorm calls (CUDA has them, the CPU does not).
+std::tuple<at::Tensor, at::Tensor> batch_norm_stats(const at::Tensor& input, double eps);
+at::Tensor batch_norm_elemt(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                            const std::optional<at::Tensor>& bias, const at::Tensor& mean, const at::Tensor& invstd,
+                            double eps);
+at::Tensor& batch_norm_elemt_out(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                                 const std::optional<at::Tensor>& bias, const at::Tensor& mean,
+                                 const at::Tensor& invstd, double eps, at::Tensor& out);
+std::tuple<at::Tensor, at::Tensor> batch_norm_gather_stats(const at::Tensor& input, const at::Tensor& mean,
+                                                           const at::Tensor& invstd,
+                                                           const std::optional<at::Tensor>& running_mean,
+                                                           const std::optional<at::Tensor>& running_var,
+                                                           double momentum, double eps, int64_t count);
+std::tuple<at::Tensor, at::Tensor> batch_norm_gather_stats_with_counts(
+    const at::Tensor& input, const at::Tensor& mean, const at::Tensor& invstd,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, double momentum,
+    double eps, const at::Tensor& counts);
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_reduce(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean, const at::Tensor& invstd,
+    const std::optional<at::Tensor>& weight, bool input_g, bool weight_g, bool bias_g);
+at::Tensor batch_norm_backward_elemt(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
+                                     const at::Tensor& invstd, const std::optional<at::Tensor>& weight,
+                                     const at::Tensor& sum_dy, const at::Tensor& sum_dy_xmu, const at::Tensor& count);
+
+// WithoutCpuKernel.cpp: other ops an accelerator runs that have no CPU kernel.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward(const at::Tensor& self, const at::Tensor& grad_output,
+                                                               const at::Tensor& weight, std::array<bool, 3> mask);
+at::Tensor softmax(const at::Tensor& self, int64_t dim, bool half_to_float);
+at::Tensor softmax_backward(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                            at::ScalarType input_dtype);
+// log_softmax's half_to_float forms (HostAliasOps.cpp's log_softmax kernels call them).
+at::Tensor log_softmax_half_to_float(const at::Tensor& self, int64_t dim);
+at::Tensor log_softmax_backward_half_to_float(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim);
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor,
+           at::Tensor>
+fused_attention_overrideable(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                             const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
+                             bool return_debug_mask, std::optional<double> scale);
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_overrideable_backward(
+    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+    const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor& out,
+    const at::Tensor& logsumexp, const at::Tensor& cum_seq_q, const at::Tensor& cum_seq_k, int64_t max_q,
+    int64_t max_k, double dropout_p, bool is_causal, const at::Tensor& philox_seed, const at::Tensor& philox_offset,
+    std::optional<double> scale);
+// Which SDPA backend a neuron call takes (the _fused_sdp_choice stub's PrivateUse1 entry).
+int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                         const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
+                         std::optional<double> scale, bool enable_gqa);
 
 } // namespace neuron::native

@@ -1,0 +1,172 @@
+#include "distributed/CollectiveArguments.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace neuron::distributed::arguments {
+namespace {
+
+std::string shape(const at::Tensor& t) { return c10::str(t.sizes()); }
+
+const char* reduce_name(c10d::ReduceOp::RedOpType op) {
+  switch (op) {
+    case c10d::ReduceOp::SUM: return "SUM";
+    case c10d::ReduceOp::AVG: return "AVG";
+    case c10d::ReduceOp::PRODUCT: return "PRODUCT";
+    case c10d::ReduceOp::MIN: return "MIN";
+    case c10d::ReduceOp::MAX: return "MAX";
+    case c10d::ReduceOp::BAND: return "BAND";
+    case c10d::ReduceOp::BOR: return "BOR";
+    case c10d::ReduceOp::BXOR: return "BXOR";
+    case c10d::ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
+    default: return "UNUSED";
+  }
+}
+
+} // namespace
+
+Refusal& Refusal::check(const std::string& message) {
+  if (message_.empty()) message_ = message;
+  return *this;
+}
+
+std::string Refusal::text() const {
+  return refused() ? c10::str("neuron backend: ", collective_, ": ", message_) : std::string();
+}
+
+std::string root(int64_t root_rank, int size, const char* collective) {
+  if (root_rank >= 0 && root_rank < size) return "";
+  return c10::str("Invalid rootRank ", root_rank, " for ", collective, " with world size ", size,
+                  ": the root is a rank of the group, 0..", size - 1,
+                  " (for a subgroup, pass group_src=/group_dst=, or a global rank that belongs to it)");
+}
+
+std::string reduction(const c10d::ReduceOp& op) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM:
+    case c10d::ReduceOp::AVG:
+    case c10d::ReduceOp::MIN:
+    case c10d::ReduceOp::MAX:
+    case c10d::ReduceOp::PREMUL_SUM:
+      return "";
+    default:
+      return c10::str("unsupported reduce operation '", reduce_name(op.op_),
+                      "', supported ops: ['SUM', 'AVG', 'MIN', 'MAX'] (and PREMUL_SUM: a scale, then SUM). The Neuron "
+                      "collective engine reduces with add, min and max only; for 0/1 flags use MIN for AND and MAX "
+                      "for OR, for a product all_reduce the logarithms with SUM");
+  }
+}
+
+std::string not_empty(const TensorList& tensors) {
+  std::vector<int64_t> empty;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].defined() && tensors[i].numel() == 0) empty.push_back(static_cast<int64_t>(i));
+  }
+  if (empty.empty()) return "";
+  std::ostringstream indices;
+  for (size_t i = 0; i < empty.size(); ++i) indices << (i ? ", " : "[") << empty[i];
+  indices << "]";
+  return c10::str("tensors cannot be empty, found empty tensors at indices: ", indices.str(),
+                  ". Skip the collective for a tensor without elements (on every rank alike)");
+}
+
+std::string no_zero_dim0(const TensorList& tensors) {
+  std::ostringstream found;
+  bool any = false;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    if (t.defined() && t.dim() > 0 && t.size(0) == 0) {
+      found << (any ? ", " : "") << "tensor[" << i << "]: " << shape(t);
+      any = true;
+    }
+  }
+  if (!any) return "";
+  return c10::str("tensors cannot have zero size in dimension 0, found: ", found.str(),
+                  ". Skip the collective for a tensor without elements (on every rank alike)");
+}
+
+std::string one_per_rank(const TensorList& tensors, int size, const char* what) {
+  if (static_cast<int>(tensors.size()) == size) return "";
+  return c10::str("number of ", what, " (", tensors.size(), ") must equal world size (", size,
+                  "): one per rank of the group");
+}
+
+std::string same_shapes(const TensorList& tensors, const char* what) {
+  for (const auto& t : tensors) {
+    if (t.defined() && tensors[0].defined() && t.sizes() != tensors[0].sizes()) {
+      return c10::str("all ", what, " tensors must have same shape, but found ", shape(tensors[0]), " and ", shape(t),
+                      ": send blocks of one shape (pad them to the largest)");
+    }
+  }
+  return "";
+}
+
+std::string each_like(const TensorList& tensors, const at::Tensor& like, const char* what, const char* like_what) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    if (!t.defined()) continue;
+    if (t.sizes() != like.sizes()) {
+      return c10::str(what, " shape mismatch, expected ", shape(like), " (the ", like_what, "'s), got ", shape(t),
+                      " (", what, " ", i, "): every ", what, " must have the ", like_what, "'s shape");
+    }
+    if (t.scalar_type() != like.scalar_type()) {
+      return c10::str(what, " ", i, " is ", t.scalar_type(), " but the ", like_what, " is ", like.scalar_type(),
+                      ": every ", what, " must have the ", like_what, "'s dtype");
+    }
+  }
+  return "";
+}
+
+std::string whole_of_parts(const at::Tensor& whole, const at::Tensor& part, int size, const char* whole_what,
+                           const char* part_what) {
+  if (whole.scalar_type() != part.scalar_type()) {
+    return c10::str("the ", whole_what, " is ", whole.scalar_type(), " but the ", part_what, " is ",
+                    part.scalar_type(), ": they must have one dtype");
+  }
+  if (whole.numel() == part.numel() * size) return "";
+  return c10::str(whole_what, " shape mismatch: the ", whole_what, " must hold world size (", size, ") x the ",
+                  part_what, "'s ", part.numel(), " elements = ", part.numel() * size, ", got ", shape(whole),
+                  " (", whole.numel(), "); the ", whole_what, " size must be evenly divisible by replica group size, "
+                  "Expected ", part_what, " size ", whole.numel() / std::max(size, 1));
+}
+
+std::string same_trailing_shape(const TensorList& inputs) {
+  if (inputs.size() < 2) return "";
+  auto trailing = [](const at::Tensor& t) { return t.dim() > 0 ? t.sizes().slice(1).vec() : std::vector<int64_t>{}; };
+  auto first = trailing(inputs[0]);
+  for (const auto& t : inputs) {
+    if (trailing(t) != first) {
+      std::ostringstream all;
+      for (size_t i = 0; i < inputs.size(); ++i) all << (i ? ", " : "[") << inputs[i].sizes();
+      all << "]";
+      return c10::str("requires all input tensors to have the same shape except dimension 0. Got shapes: ", all.str());
+    }
+  }
+  return "";
+}
+
+std::string even_splits(const at::Tensor& t, const std::vector<int64_t>& splits, int size, const char* what) {
+  const int64_t rows = t.dim() > 0 ? t.size(0) : 0;
+  if (splits.empty()) {
+    if (rows % size == 0) return "";
+    return c10::str("the ", what, "'s dim 0 (", rows, ") must divide by the group size ", size,
+                    " when no split sizes are given");
+  }
+  if (static_cast<int>(splits.size()) != size) {
+    return c10::str(what, "_split_sizes length (", splits.size(), ") must match group_size (", size, ")");
+  }
+  for (int64_t s : splits) {
+    if (s != splits[0]) {
+      return c10::str("Only even split sizes are supported on Neuron. Got ", what,
+                      "_split_sizes: ", c10::IntArrayRef(splits),
+                      ". Pad each rank's block to the largest and send equal blocks (no split sizes)");
+    }
+  }
+  if (splits[0] * size != rows) {
+    return c10::str("the ", what, " split sizes ", c10::IntArrayRef(splits), " add up to ", splits[0] * size,
+                    ", not its dim 0 (", rows, ")");
+  }
+  return "";
+}
+
+} // namespace neuron::distributed::arguments
