@@ -4,6 +4,7 @@
 // anything else (strided, dtype conversion, broadcast) is one host copy_ over
 // the host bridge's aliases.
 #include "aten/native/Native.h"
+#include "aten/native/OpTracking.h"
 #include "aten/native/NeuronDtypeRules.h"
 #include "core/Device.h"
 #include "core/Generator.h"
@@ -77,6 +78,9 @@ at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
   return copy_from(src, dst, false);
 }
 
-at::Scalar local_scalar_dense(const at::Tensor& self) { return at::_local_scalar_dense(host_alias(self)); }
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  NEURON_TRACK_OP("aten::_local_scalar_dense");
+  return at::_local_scalar_dense(host_alias(self));
+}
 
 } // namespace neuron::native
