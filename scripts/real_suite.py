@@ -136,6 +136,14 @@ CLASSES = [
 ]
 
 
+# Tests whose expectation differs from this plugin for a documented reason (docs/fidelity.md), by node id.
+JUSTIFIED = [
+    (r"test_memory_stats\.py::.*test_reserved_bytes_currently_zero",
+     "expects reserved memory 0 (the April snapshot had no caching allocator); the Neuron 2.33 docs: reserved >= "
+     "allocated, and here reserved == allocated"),
+]
+
+
 def checkout_dir(arg: str | None) -> str:
     path = arg or os.environ.get("TORCHNEURON_REAL_SUITE")
     if not path:
@@ -226,7 +234,10 @@ def outcomes(records: list[dict], rank: str | None = None) -> dict[str, dict]:
     return tests
 
 
-def classify(test: dict) -> str:
+def classify(test: dict, nodeid: str = "") -> str:
+    for pattern, reason in JUSTIFIED:
+        if re.search(pattern, nodeid):
+            return f"justified: {reason}"
     exc, msg = test.get("exc_type", "") or "", test.get("message", "") or ""
     line = f"{exc}: {msg}" if exc else msg
     for name, types, pattern in CLASSES:
@@ -300,7 +311,7 @@ def report(out: str) -> dict:
         for nodeid, t in tests.items():
             o = t["outcome"]
             if o in ("failed", "error", "crash"):
-                cls = classify(t)
+                cls = classify(t, nodeid)
                 classes[cls].append((nodeid, t))
                 counts["n/a" if cls.startswith("n/a") else o] += 1
             else:
