@@ -237,11 +237,12 @@ def test_op_tracking_classifies_as_the_real_plugin_records():
     x = torch.randn(8, 8, device=DEV)  # empty (a Neuron kernel) + normal_ (no Neuron kernel: the CPU)
     w = torch.randn(4, 8, device=DEV)
     y = (x @ x + x).relu()
+    y.sqrt_()  # in-place: reaches the registered sqrt.out on Trainium
     torch.linalg.qr(x)
     fallback, executed = torch_neuronx.get_fallback_ops(), torch_neuronx.get_executed_ops()
     assert isinstance(fallback, list) and isinstance(executed, list)
     assert {"aten::normal_", "aten::linalg_qr"} <= set(fallback), fallback
-    assert {"aten::empty", "aten::mm", "aten::add.Tensor", "aten::relu"} <= set(executed), executed
+    assert {"aten::empty", "aten::mm", "aten::add.Tensor", "aten::relu", "aten::sqrt_"} <= set(executed), executed
     assert not set(fallback) & set(executed)
     # Composite ops the real plugin registers are one Neuron kernel, recorded as themselves, also under
     # inference_mode (no autograd key); allocation and copy ops as its C++ kernels record them; views not.
@@ -271,8 +272,8 @@ def test_cpu_fallback_error_rejects_what_trainium_runs_on_cpu():
         x = torch.ones(8, 8, device=DEV)
         with pytest.raises(NotImplementedError, match=r"aten::normal_ has no Neuron kernel.*TORCHNEURON_CPU_FALLBACK"):
             x.normal_()
-        with pytest.raises(NotImplementedError, match=r"aten::exp_ has no Neuron kernel"):
-            x.exp_()  # a host kernel of the emulator: rejected the same
+        with pytest.raises(NotImplementedError, match=r"aten::maximum has no Neuron kernel"):
+            torch.maximum(x, x)  # a host kernel of the emulator: rejected the same
         torch.nn.functional.linear(x, x).exp()  # registered on Trainium: runs
     finally:
         torch_neuronx._C._set_cpu_fallback_allowed(True)

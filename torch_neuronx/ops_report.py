@@ -147,7 +147,26 @@ class _TopLevelModuleCalls:
 
 _module_calls = _TopLevelModuleCalls()
 
-_C._set_registered_ops(sorted(REGISTERED_OPS))
+def _ops_run_on_neuron() -> set[str]:
+    """REGISTERED_OPS, and the in-place ops that reach a registered out= overload on Trainium: a structured
+    in-place op with no kernel of its own there (`sqrt_`) runs PyTorch's generated default-backend kernel,
+    which calls its out= variant (`sqrt.out`, registered), so a NeuronCore runs it."""
+    ops = set(REGISTERED_OPS)
+    for full in REGISTERED_OVERLOADS:
+        name, _, overload = full.partition(".")
+        if overload != "out" and not overload.endswith("_out"):
+            continue
+        inplace = name + "_" + (f".{overload[:-4]}" if overload.endswith("_out") else "")
+        try:
+            structured = torch._C._dispatch_has_kernel_for_dispatch_key(inplace, "CompositeExplicitAutogradNonFunctional")
+        except RuntimeError:  # no such op in this torch
+            continue
+        if structured:
+            ops.add(name + "_")
+    return ops
+
+
+_C._set_registered_ops(sorted(_ops_run_on_neuron()))
 _C._track_registered_composites(sorted(REGISTERED_OVERLOADS))
 _C._set_cpu_fallback_allowed(_cpu_fallback_allowed())
 _check_recovery_switches()
