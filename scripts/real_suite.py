@@ -279,6 +279,7 @@ def run_chunk(chunk: Chunk, suite: str, out: str, python: str, launch: str, extr
     if launch == "subprocess":
         env["REAL_SUITE_LAUNCH"] = "subprocess"
     pytest_args = ["-m", "pytest", *chunk.paths, "-p", "real_suite_plugin", "-p", "no:cacheprovider",
+                   "--continue-on-collection-errors",
                    f"--timeout={chunk.timeout}", "-q", "--no-header", "-rN", "--tb=line",
                    *not_run_ignores(chunk), *chunk.args, *extra]
     if chunk.torchrun:

@@ -84,6 +84,20 @@ def pytest_collection_modifyitems(session, config, items):
             harness.DistributedTester.run_test = _run_ranks_as_subprocesses
 
 
+def pytest_collectreport(report):
+    # A test file that fails to import (a module only the real package has): one error for the file.
+    if report.failed:
+        exc_type, message = _exception_line(report)
+        if not exc_type:
+            text = str(report.longrepr or "")
+            found = [line for line in text.splitlines() if line.startswith("E   ")]
+            line = found[-1][4:] if found else message
+            exc_type, _, rest = line.partition(":")
+            exc_type, message = (exc_type.strip(), rest.strip()) if rest else ("", line)
+        _write({"event": "report", "nodeid": report.nodeid, "when": "collect", "outcome": "failed",
+                "rank": os.environ.get("RANK"), "exc_type": exc_type, "message": message})
+
+
 def pytest_runtest_logstart(nodeid, location):
     _write({"event": "start", "nodeid": nodeid, "rank": os.environ.get("RANK")})
 
