@@ -51,6 +51,7 @@ void dense_copy(const at::Tensor& src, const at::Tensor& dst) {
 } // namespace
 
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_blocking*/) {
+  NEURON_TRACK_OP("aten::copy_");  // every copy_ with a neuron tensor ends here
   if (dst.numel() == 0) return dst;
   const bool to_neuron = dst.device().type() == kNeuron;
   if (to_neuron && dst.scalar_type() == at::kBFloat16 && src.scalar_type() == at::kFloat &&

@@ -3,7 +3,10 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <ATen/ops/_to_copy_native.h>
+#include <ATen/ops/clone_native.h>
 #include <ATen/ops/linear_native.h>
+#include <ATen/ops/zeros_native.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -166,18 +169,37 @@ void registered_composite(const c10::OperatorHandle& op, c10::DispatchKeySet key
   op.callBoxedForDispatchKey(c.kernel, *stack);
 }
 
-// linear, the most frequent of them (every nn.Linear), unboxed: the boxed kernel's boxing and unboxing
-// showed in the per-op cost of a small model. Registered statically, so track_registered_composites skips it.
-at::Tensor linear(c10::DispatchKeySet keys, const at::Tensor& input, const at::Tensor& weight,
-                  const std::optional<at::Tensor>& bias) {
-  static Site site("aten::linear");
-  if (!keys.has(c10::DispatchKey::Python)) record(site);
-  InsideRegisteredOp inside;
-  return at::native::linear(input, weight, bias);
-}
+// The most frequent of them in a training step, unboxed: the boxed kernel's boxing and unboxing showed in
+// the per-op cost of a small model. A recording kernel that calls the composite directly; registered
+// statically, so track_registered_composites skips them. (copy_ is recorded by the device copy it always
+// ends in, native::copy_from.)
+template <class Signature>
+struct Unboxed;
+template <class R, class... Args>
+struct Unboxed<R(Args...)> {
+  template <R (*composite)(Args...), const char* name>
+  static R call(c10::DispatchKeySet keys, Args... args) {
+    static Site site(name);
+    if (!keys.has(c10::DispatchKey::Python)) record(site);
+    InsideRegisteredOp inside;
+    return composite(args...);
+  }
+};
+#define NEURON_RECORDING(fn, name) TORCH_FN((Unboxed<decltype(fn)>::call<&fn, name>))
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("linear", TORCH_FN(linear)); }
-TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("linear", TORCH_FN(linear)); }
+constexpr char kLinear[] = "aten::linear";
+constexpr char kToCopy[] = "aten::_to_copy";
+constexpr char kClone[] = "aten::clone";
+constexpr char kZeros[] = "aten::zeros";
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("linear", NEURON_RECORDING(at::native::linear, kLinear));
+  m.impl("_to_copy", NEURON_RECORDING(at::native::_to_copy, kToCopy));
+  m.impl("clone", NEURON_RECORDING(at::native::clone, kClone));
+  m.impl("zeros", NEURON_RECORDING(at::native::zeros_symint, kZeros));
+}
+// linear is an implicit composite: its autograd key runs the composite too (see above).
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("linear", NEURON_RECORDING(at::native::linear, kLinear)); }
 
 } // namespace
 
@@ -196,8 +218,9 @@ int64_t track_registered_composites(const std::vector<std::string>& overloads) {
     auto op = dispatcher.findOp(c10::OperatorName(name, overload));
     // An overload this torch does not have, or one with a neuron kernel of ours (it records itself).
     if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
-    // set_ overloads decompose into set_ kernels of ours, which record "aten::set_" as Trainium does.
-    if (name == "aten::set_") continue;
+    // set_ overloads decompose into set_ kernels of ours, which record "aten::set_" as Trainium does; copy_
+    // always ends in the device copy (native::copy_from), which records it.
+    if (name == "aten::set_" || name == "aten::copy_") continue;
     c10::DispatchKey kernel;
     if (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional))
       kernel = c10::DispatchKey::CompositeExplicitAutogradNonFunctional;
