@@ -213,33 +213,40 @@ def read_results(path: str) -> list[dict]:
 
 
 def outcomes(records: list[dict], rank: str | None = None) -> dict[str, dict]:
-    """nodeid -> {"outcome": passed|failed|error|skipped|xfailed|xpassed|crash, "exc_type", "message"}."""
-    tests: dict[str, dict] = {}
-    started = []
+    """nodeid -> {"outcome": passed|failed|error|skipped|xfailed|xpassed|crash, "exc_type", "message"}.
+
+    A test that started and has no teardown report killed its process: "crash"."""
+    phases: dict[str, dict[str, dict]] = {}
     for r in records:
-        if r.get("rank") not in (None, rank) and rank is not None:
+        if rank is not None and r.get("rank") not in (None, rank):
             continue
         if r["event"] == "start":
-            started.append(r["nodeid"])
-            tests.setdefault(r["nodeid"], {"outcome": "crash", "exc_type": "crash",
-                                           "message": "the test process died (no report)"})
+            phases.setdefault(r["nodeid"], {})
         elif r["event"] == "report":
-            t = tests.setdefault(r["nodeid"], {})
-            when, outcome = r["when"], r["outcome"]
-            if t.get("outcome") in (None, "crash"):
-                t["outcome"] = None
-            if outcome == "failed":
-                t.update(outcome="failed" if when == "call" else "error", exc_type=r.get("exc_type", ""),
-                         message=r.get("message", ""))
-                if r.get("xfail"):
-                    t["outcome"] = "xfailed"
-            elif outcome == "skipped" and t.get("outcome") is None:
-                t.update(outcome="xfailed" if r.get("xfail") else "skipped", message=r.get("message", ""))
-            elif outcome == "passed" and when == "call" and t.get("outcome") is None:
-                t["outcome"] = "xpassed" if r.get("xfail") else "passed"
-    for t in tests.values():
-        if t.get("outcome") is None:
-            t["outcome"] = "passed"
+            phases.setdefault(r["nodeid"], {})[r["when"]] = r
+    tests: dict[str, dict] = {}
+    for nodeid, ph in phases.items():
+        def result(outcome: str, r: dict | None = None) -> dict:
+            r = r or {}
+            return {"outcome": outcome, "exc_type": r.get("exc_type", ""), "message": r.get("message", "")}
+        if "collect" in ph:
+            tests[nodeid] = result("error", ph["collect"])
+            continue
+        setup, call, teardown = ph.get("setup"), ph.get("call"), ph.get("teardown")
+        if setup and setup["outcome"] == "failed":
+            tests[nodeid] = result("xfailed" if setup.get("xfail") else "error", setup)
+        elif setup and setup["outcome"] == "skipped":
+            tests[nodeid] = result("xfailed" if setup.get("xfail") else "skipped", setup)
+        elif teardown is None:
+            tests[nodeid] = result("crash", {"exc_type": "crash", "message": "the test process died (no report)"})
+        elif call and call["outcome"] == "failed":
+            tests[nodeid] = result("xfailed" if call.get("xfail") else "failed", call)
+        elif call and call["outcome"] == "skipped":
+            tests[nodeid] = result("xfailed" if call.get("xfail") else "skipped", call)
+        elif teardown["outcome"] == "failed":
+            tests[nodeid] = result("error", teardown)
+        else:
+            tests[nodeid] = result("xpassed" if call and call.get("xfail") else "passed")
     return tests
 
 

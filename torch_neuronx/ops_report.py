@@ -3,7 +3,7 @@ CPU, and how many distinct eager op signatures Trainium would compile.
 
 get_executed_ops() / get_fallback_ops() are TorchNeuron's API: lists of op names ("aten::linear",
 "aten::normal_") recorded since the last clear_op_tracking(). The classification is the real plugin's:
-an op it registers a Neuron kernel for runs on the NeuronCore (registered_ops.py: its 192 ATen ops,
+an op it registers a Neuron kernel for runs on the NeuronCore (registered_ops.py: its 193 ATen ops,
 extracted from its source), every other op takes its boxed CPU fallback, random ops included. What is
 recorded is what Trainium would run (csrc/aten/native/OpTracking.h): composite ops it registers as one
 kernel (linear, embedding, ones, full, stack, _foreach_*, _fused_rms_norm, convolution, ...) as
@@ -28,7 +28,7 @@ import warnings
 import torch
 
 from . import _C
-from .registered_ops import REGISTERED_OPS, REGISTERED_OVERLOADS
+from .registered_ops import RECORDS_ITS_PARTS, REGISTERED_OPS, REGISTERED_OVERLOADS
 
 
 def get_fallback_ops() -> list[str]:
@@ -167,7 +167,7 @@ def _ops_run_on_neuron() -> set[str]:
 
 
 _C._set_registered_ops(sorted(_ops_run_on_neuron()))
-_C._track_registered_composites(sorted(REGISTERED_OVERLOADS))
+_C._track_registered_composites(sorted(REGISTERED_OVERLOADS), sorted(RECORDS_ITS_PARTS))
 _C._set_cpu_fallback_allowed(_cpu_fallback_allowed())
 _check_recovery_switches()
 from torch.optim.optimizer import register_optimizer_step_post_hook  # noqa: E402

@@ -4,13 +4,14 @@ Extracted from the source of AWS's TorchNeuron (public copy: GitHub parmoham-aws
 snapshot, commit 98154b867aa24562a3213e520d9ad7fd41032291, package torch-neuronx 0.1.0), by reading its
 registrations for the PrivateUse1 key: the `@register_aten` overloads of python_ops/torch_mlir/ops/*.py, the
 `@neuron_op` classes of python_ops/, the `aten_lib.impl` calls of python_ops/__init__.py and the
-`TORCH_LIBRARY_IMPL(aten, PrivateUse1, ...)` kernels of csrc/core/NeuronBindings.cpp. 400 overloads of 192 ops.
+`TORCH_LIBRARY_IMPL(aten, PrivateUse1, ...)` kernels of csrc/core/NeuronBindings.cpp. 401 overloads of 193 ops.
 Every other ATen op takes its boxed CPU fallback there (get_fallback_ops()). AWS publishes the per-API table
 of each release (torch-neuronx docs/torch_api_compatibility.md); where it is available and newer, it decides.
 Only names: no code of that project is here.
 """
 
 REGISTERED_OVERLOADS = frozenset({
+    "aten::value_selecting_reduction_backward",
     "aten::_copy_from_and_resize", "aten::_foreach_add.List", "aten::_foreach_add.List_out",
     "aten::_foreach_add.Scalar", "aten::_foreach_add.ScalarList", "aten::_foreach_add.ScalarList_out",
     "aten::_foreach_add.Scalar_out", "aten::_foreach_add.Tensor", "aten::_foreach_add.Tensor_out",
@@ -106,6 +107,16 @@ REGISTERED_OVERLOADS = frozenset({
     "aten::topk", "aten::topk.out", "aten::topk.values", "aten::tril", "aten::tril.out", "aten::triu",
     "aten::triu.out", "aten::trunc", "aten::trunc.out", "aten::unfold", "aten::view", "aten::vstack",
     "aten::vstack.out", "aten::where.self", "aten::where.self_out", "aten::zero_", "aten::zeros", "aten::zeros.out",
+})
+
+# Registered as Python functions that call other ATen ops (python_ops/__init__.py's `aten_lib.impl`), not as one
+# lowered kernel: the ops they call are recorded as well (rms_norm records _fused_rms_norm).
+RECORDS_ITS_PARTS = frozenset({
+    "aten::_native_multi_head_attention", "aten::_native_multi_head_attention.out",
+    "aten::_scaled_dot_product_fused_attention_overrideable",
+    "aten::_scaled_dot_product_fused_attention_overrideable_backward", "aten::gather", "aten::gather.out",
+    "aten::index.Tensor", "aten::index.Tensor_out", "aten::nonzero", "aten::nonzero.out", "aten::rms_norm",
+    "aten::scatter_add", "aten::scatter_add.out", "aten::scatter_add_",
 })
 
 # The same ops without their overload names ("aten::add"): the classification unit (docs/fidelity.md).

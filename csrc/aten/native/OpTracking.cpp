@@ -65,10 +65,10 @@ void insert(State& s, const std::string& name) {
 
 } // namespace
 
-Site::Site(const std::string& op_name) : name(trainium_name(op_name)) {}
+Site::Site(const std::string& op_name, bool always_recorded) : name(trainium_name(op_name)), always(always_recorded) {}
 
 void record_first(Site& site, uint64_t generation) {
-  if (t_inside_registered_op) return;
+  if (t_inside_registered_op && !site.always) return;
   State& s = state();
   std::lock_guard<std::mutex> g(s.mu);
   if (generation != g_generation.load(std::memory_order_relaxed)) return;  // a clear() in between: next call
@@ -144,7 +144,8 @@ namespace {
 struct Composite {
   Site site;
   c10::DispatchKey kernel;  // the alias key of its composite kernel
-  Composite(const std::string& name, c10::DispatchKey k) : site(name), kernel(k) {}
+  bool records_parts;       // a Python function there: the ops it calls are recorded too
+  Composite(const std::string& name, c10::DispatchKey k, bool parts) : site(name), kernel(k), records_parts(parts) {}
 };
 
 std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<Composite>>& composites() {
@@ -165,6 +166,10 @@ void registered_composite(const c10::OperatorHandle& op, c10::DispatchKeySet key
   if (slot.key != key) slot = Slot{key, composites().at(&op.schema()).get()};
   Composite& c = *slot.composite;
   if (!keys.has(c10::DispatchKey::Python)) record(c.site);
+  if (c.records_parts) {
+    op.callBoxedForDispatchKey(c.kernel, *stack);
+    return;
+  }
   InsideRegisteredOp inside;
   op.callBoxedForDispatchKey(c.kernel, *stack);
 }
@@ -203,7 +208,9 @@ TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("linear", NEURON_RECOR
 
 } // namespace
 
-int64_t track_registered_composites(const std::vector<std::string>& overloads) {
+int64_t track_registered_composites(const std::vector<std::string>& overloads,
+                                    const std::vector<std::string>& records_parts) {
+  const std::unordered_set<std::string> parts(records_parts.begin(), records_parts.end());
   static std::unique_ptr<torch::Library> device_lib, autograd_lib;
   if (device_lib) return 0;
   device_lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
@@ -230,7 +237,7 @@ int64_t track_registered_composites(const std::vector<std::string>& overloads) {
       kernel = c10::DispatchKey::CompositeImplicitAutograd;
     else
       continue;  // no kernel at all on neuron: nothing runs that could be recorded (e.g. linear_backward)
-    composites()[&op->schema()] = std::make_unique<Composite>(full, kernel);
+    composites()[&op->schema()] = std::make_unique<Composite>(full, kernel, parts.count(full) > 0);
     std::string qualified = name.substr(6) + (overload.empty() ? "" : "." + overload);
     auto fn = [] { return torch::CppFunction::makeFromBoxedFunction<&registered_composite>(); };
     device_lib->impl(qualified.c_str(), fn());

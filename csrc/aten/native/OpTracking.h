@@ -25,10 +25,12 @@ namespace neuron::op_tracking {
 // One op as a recording place knows it: its name as Trainium reports it (trainium_name). Made once per
 // kernel of ours (a static) or per op of the boxed fallback, never destroyed.
 struct Site {
-  explicit Site(const std::string& op_name);
+  // `always`: recorded inside registered ops too (allocation: TorchNeuron's C++ kernels log every call).
+  explicit Site(const std::string& op_name, bool always = false);
   Site(const Site&) = delete;
   Site& operator=(const Site&) = delete;
   const std::string name;
+  const bool always;
   std::atomic<uint64_t> recorded_in{0};  // the tracking generation it was last recorded in
 };
 
@@ -69,8 +71,10 @@ void clear();
 void log_op(const std::string& op_name, bool on_neuron);
 
 // Registers a recording kernel in front of the composite of each of these overloads ("aten::linear")
-// that has no neuron kernel of ours; returns how many. Called once, after every other registration.
-int64_t track_registered_composites(const std::vector<std::string>& overloads);
+// that has no neuron kernel of ours; returns how many. Those in `records_parts` (registered as Python
+// functions that call other ops) record the ops they run too. Called once, after every other registration.
+int64_t track_registered_composites(const std::vector<std::string>& overloads,
+                                    const std::vector<std::string>& records_parts);
 
 } // namespace neuron::op_tracking
 
@@ -78,5 +82,11 @@ int64_t track_registered_composites(const std::vector<std::string>& overloads);
 #define NEURON_TRACK_OP(op_name)                                          \
   do {                                                                    \
     static ::neuron::op_tracking::Site neuron_track_site_(op_name);       \
+    ::neuron::op_tracking::record(neuron_track_site_);                    \
+  } while (0)
+// The same for an allocation kernel: recorded inside registered ops too.
+#define NEURON_TRACK_ALLOCATION(op_name)                                  \
+  do {                                                                    \
+    static ::neuron::op_tracking::Site neuron_track_site_(op_name, true); \
     ::neuron::op_tracking::record(neuron_track_site_);                    \
   } while (0)
