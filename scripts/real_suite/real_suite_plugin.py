@@ -152,7 +152,9 @@ def _run_ranks_as_subprocesses(self, test_fn, **func_args):
                 proc.kill()
         if failures:
             rank, code, output = failures[0]
-            raise RuntimeError(f"\n=== Error From Rank {rank} (exit {code}) ===\n{output}") from None
+            lines = [line for line in output.strip().splitlines() if line.strip()]
+            last = lines[-1] if lines else "no output"
+            raise RuntimeError(f"rank {rank} failed (exit {code}): {last}\n{output}") from None
 
 
 def _rank_main(payload: str) -> int:
