@@ -165,20 +165,18 @@ def test_dropout_draws_its_masks_from_the_cpu_generator():
 
 def test_checkpointed_dropout_replays_the_same_mask_in_backward():
     """Activation checkpointing in a compiled graph recomputes dropout in the backward from the saved
-    state of the core's generator (run_and_save_rng_state / run_with_rng_state on neuron)."""
+    state of the CPU generator it draws from (run_and_save_rng_state / run_with_rng_state on neuron)."""
     from torch.utils.checkpoint import checkpoint
 
     def f(x):
         return checkpoint(lambda y: F.dropout(y, 0.5, training=True) * 3, x, use_reentrant=False)
 
     x = torch.ones(64, 64, device="neuron", requires_grad=True)
-    cpu_state = torch.get_rng_state()
     out = torch.compile(f, backend="neuron")(x)
     out.sum().backward()
     # d(out)/dx = mask * 2 * 3 = out for x == 1: equal only if the backward replayed the forward's mask
     assert set(out.detach().cpu().unique().tolist()) == {0.0, 6.0}
     assert torch.equal(x.grad.cpu(), out.detach().cpu())
-    assert torch.equal(torch.get_rng_state(), cpu_state)
 
 
 def test_integer_histc_keeps_the_device_semantics():

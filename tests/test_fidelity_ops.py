@@ -227,37 +227,58 @@ def test_each_op_call_counted_once_whichever_path_runs_it():
     x + x  # a host kernel
     x + h  # mixed dtypes: the host kernel hands the call to the boxed fallback
     x.sum(0)  # the boxed fallback
-    ops = torch_neuronx.get_executed_ops()
+    ops = torch_neuronx.get_op_counts()
     assert ops["aten::add.Tensor"] == 2 and ops["aten::sum.dim_IntList"] == 1, ops
     assert torch_neuronx.get_op_signature_counts()["aten::add.Tensor"] == 2
 
 
-# --- what runs on CPU on Trainium --------------------------------------------------------------------
+# --- op tracking: what Trainium runs on the NeuronCore and on the CPU ---------------------------------
 
-def test_get_fallback_ops_reports_what_trainium_runs_on_cpu():
+def test_op_tracking_classifies_as_the_real_plugin_records():
     torch_neuronx.clear_op_tracking()
-    x = torch.randn(8, 8, device=DEV)
+    x = torch.randn(8, 8, device=DEV)  # empty (a Neuron kernel) + normal_ (no Neuron kernel: the CPU)
+    w = torch.randn(4, 8, device=DEV)
     y = (x @ x + x).relu()
+    y.sqrt_()  # in-place: reaches the registered sqrt.out on Trainium
     torch.linalg.qr(x)
-    (y > 0).nonzero()
     fallback, executed = torch_neuronx.get_fallback_ops(), torch_neuronx.get_executed_ops()
-    assert "aten::linalg_qr" in fallback and "aten::nonzero" in fallback
-    assert not {"aten::mm", "aten::add.Tensor", "aten::relu"} & set(fallback)
-    assert {"aten::mm", "aten::add.Tensor", "aten::relu"} <= set(executed)
+    assert isinstance(fallback, list) and isinstance(executed, list)
+    assert {"aten::normal_", "aten::linalg_qr"} <= set(fallback), fallback
+    assert {"aten::empty", "aten::mm", "aten::add.Tensor", "aten::relu", "aten::sqrt_"} <= set(executed), executed
+    assert not set(fallback) & set(executed)
+    # Composite ops the real plugin registers are one Neuron kernel, recorded as themselves, also under
+    # inference_mode (no autograd key); allocation and copy ops as its C++ kernels record them; views not.
+    torch_neuronx.clear_op_tracking()
+    torch.nn.functional.linear(x, w)
+    x.clone()
+    y.sum().item()
+    x.view(64).t().unsqueeze(0)
+    x.cpu()
+    with torch.inference_mode():
+        torch.nn.functional.embedding(torch.tensor([1, 2], device=DEV), w)
+    executed = set(torch_neuronx.get_executed_ops())
+    assert {"aten::linear", "aten::clone", "aten::_local_scalar_dense", "aten::_to_copy",
+            "aten::embedding"} <= executed, executed
+    assert not {"aten::addmm", "aten::t", "aten::view", "aten::unsqueeze", "aten::index_select"} & executed, executed
+    assert not torch_neuronx.get_fallback_ops()
     # The emulator's own path, kept apart: qr took its generic host path, mm its dedicated kernel.
+    torch.linalg.qr(x)
+    x @ x
     emulator = torch_neuronx.get_emulator_op_counts()
     assert "aten::linalg_qr" in emulator and "aten::mm" not in emulator, emulator
 
 
-def test_fallback_disabled_rejects_ops_without_lowering():
-    torch_neuronx._C._set_fallback_enabled(False)
+def test_cpu_fallback_error_rejects_what_trainium_runs_on_cpu():
+    torch_neuronx._C._set_cpu_fallback_allowed(False)
     try:
-        x = torch.randn(8, 8, device=DEV)
-        with pytest.raises(NotImplementedError, match=r"aten::nonzero has no Neuron lowering.*NEURON_FALLBACK_ENABLED"):
-            x.nonzero()
-        torch.linalg.qr(x)  # registered to the CPU on purpose: still runs
+        x = torch.ones(8, 8, device=DEV)
+        with pytest.raises(NotImplementedError, match=r"aten::normal_ has no Neuron kernel.*TORCHNEURON_CPU_FALLBACK"):
+            x.normal_()
+        with pytest.raises(NotImplementedError, match=r"aten::maximum has no Neuron kernel"):
+            torch.maximum(x, x)  # a host kernel of the emulator: rejected the same
+        torch.nn.functional.linear(x, x).exp()  # registered on Trainium: runs
     finally:
-        torch_neuronx._C._set_fallback_enabled(True)
+        torch_neuronx._C._set_cpu_fallback_allowed(True)
 
 
 # --- layouts Neuron does not support -----------------------------------------------------------------
@@ -303,6 +324,21 @@ def test_op_signatures_counted_and_growing_shapes_warn_once():
     assert torch_neuronx.get_op_signature_counts()["aten::addmm"] >= 12
 
 
+def test_generate_with_a_dynamic_cache_gets_the_advice_within_a_few_tokens():
+    # No optimizer steps: each top-level module call (one generated token) is a step of the rule.
+    from transformers import DynamicCache
+    from helpers import tiny_llama
+    model = tiny_llama().to(DEV)
+    prompt = torch.tensor([[1, 5, 9, 13]], device=DEV)
+    torch_neuronx.clear_op_tracking()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        model.generate(prompt, max_new_tokens=8, do_sample=False, past_key_values=DynamicCache(),
+                       pad_token_id=0)
+    advice = [w for w in record if "new input shapes" in str(w.message)]
+    assert len(advice) == 1 and 'cache_implementation="static"' in str(advice[0].message), [str(w.message) for w in record]
+
+
 # --- the switches, read from the environment at start-up ---------------------------------------------
 
 def test_environment_switches():
@@ -313,16 +349,18 @@ assert torch.full((2,), 2**40, device="neuron").sum().item() == 2**41           
 x = torch.full((100_000,), 1 + 0.5 * 2.0**-7, device="neuron").to(torch.bfloat16).cpu().float()
 assert abs((x - 1).mean().item() / 2.0**-7 - 0.5) < 0.02                          # stochastic rounding on
 try:
-    torch.ones(3, device="neuron").nonzero()
-    raise SystemExit("nonzero ran with NEURON_FALLBACK_ENABLED=0")
+    torch.ones(3, device="neuron").cumprod(0)
+    raise SystemExit("cumprod ran with TORCHNEURON_CPU_FALLBACK=error")
 except NotImplementedError as e:
-    assert "aten::nonzero" in str(e)
+    assert "aten::cumprod" in str(e)
 print("ok")
 """
     env = dict(os.environ, TORCHNEURON_FP64="exact", TORCHNEURON_INT64="exact", NEURON_RT_STOCHASTIC_ROUNDING_EN="1",
-               NEURON_FALLBACK_ENABLED="0")
+               TORCHNEURON_CPU_FALLBACK="error", NEURON_FALLBACK_ENABLED="0")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-3000:]
+    # NEURON_FALLBACK_ENABLED means what it means on Trainium (recovery after a Neuron failure): nothing here.
+    assert "NEURON_FALLBACK_ENABLED=0 turns off TorchNeuron's recovery" in out.stderr, out.stderr[-3000:]
 
 
 def test_compile_failure_raises_unless_fallback_execution_enabled(monkeypatch):

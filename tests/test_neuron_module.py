@@ -3,6 +3,8 @@
 import pytest
 import torch
 
+import torch_neuronx
+
 
 def test_device_management():
     assert torch.neuron.current_device() == 0
@@ -17,6 +19,11 @@ def test_device_management():
     finally:
         torch.neuron.set_device(0)
     assert torch.neuron.get_device_name(3) == "neuron:3"
+    with torch.neuron.device(2):
+        assert torch.neuron.get_device_name() == "neuron:0"  # TorchNeuron's default: device 0
+    assert torch.neuron.get_device_name(torch.device("neuron:1")) == "neuron:1"
+    with pytest.raises(ValueError, match="expected torch.device or int"):
+        torch.neuron.get_device_name("neuron:1")
     p = torch.neuron.get_device_properties(0)
     assert p.name == "Trainium2 NeuronCore-v3" and p.total_memory == (24 << 30) - 2 * (96 << 20)  # bank less reserve
     assert torch.neuron.is_bf16_supported() and torch.neuron.is_initialized()
@@ -52,31 +59,56 @@ def test_memory_stats_track_tensors():
     del x
     assert torch.neuron.memory_allocated() == before
     assert torch.neuron.max_memory_allocated() >= before + (1 << 20)
-    stats = torch.neuron.memory_stats()
-    assert stats["allocated_bytes.all.current"] == before
+    # TorchNeuron's format (also under torch_neuronx.memory); CUDA's flat keys through torch.accelerator.
+    torch.neuron.reset_accumulated_memory_stats()
+    y = torch.empty(256, device="neuron")
+    del y
+    stats = torch_neuronx.memory.memory_stats()
+    assert stats["allocated_bytes"]["current"] == before and stats["allocated_bytes"]["peak"] >= before + (1 << 20)
+    assert stats["reserved_bytes"] == stats["active_bytes"] == stats["allocated_bytes"]
+    assert stats["allocation_requests"] == 1 and stats["num_tensor_frees"] == 1
+    assert stats["num_ooms"] == 0 and stats["num_alloc_retries"] == 0
+    assert torch.accelerator.memory_stats()["allocated_bytes.all.current"] == before
     torch.neuron.empty_cache()
-    assert "PyTorch Neuron memory summary, device ID 0" in torch.neuron.memory_summary()
+    summary = torch.neuron.memory_summary()
+    assert "Neuron Memory Summary, Device 0" in summary and "Allocations: 1" in summary
+    assert len(torch.neuron.memory_summary(abbreviated=True)) < len(summary)
 
 
-def test_rng_per_device_and_matches_cpu_stream():
-    torch.neuron.manual_seed(123)
-    a = torch.randn(5, device="neuron")
-    torch.manual_seed(123)
-    assert torch.equal(a.cpu(), torch.randn(5))  # same engine as the CPU generator for the same seed
-    torch.neuron.manual_seed(7)
-    s = torch.neuron.get_rng_state()
-    x = torch.rand(3, device="neuron")
-    torch.neuron.set_rng_state(s)
-    assert torch.equal(torch.rand(3, device="neuron").cpu(), x.cpu())
-    torch.neuron.manual_seed_all(5)
-    assert torch.equal(torch.rand(2, device="neuron:1").cpu(), torch.rand(2, device="neuron:0").cpu())
-    g = torch.Generator(device="neuron").manual_seed(9)
-    y = torch.randn(4, device="neuron", generator=g)
-    g2 = torch.Generator(device="neuron").manual_seed(9)
-    assert torch.equal(torch.randn(4, device="neuron", generator=g2).cpu(), y.cpu())
-    assert torch.neuron.initial_seed() == 5
+def test_eager_random_ops_draw_from_the_cpu_generator():
+    # As on Trainium (random ops take TorchNeuron's CPU fallback): one stream with the CPU's numbers.
+    torch.manual_seed(0)
+    cpu = [torch.randn(3), torch.randn(3), torch.rand(4)]
+    torch.manual_seed(0)
+    mixed = [torch.randn(3), torch.randn(3, device="neuron"), torch.rand(4, device="neuron:1")]
+    assert all(torch.equal(a, b.cpu()) for a, b in zip(cpu, mixed))
+    torch.manual_seed(1)
     d = torch.nn.functional.dropout(torch.ones(1000, device="neuron"), 0.5)
-    assert 300 < (d == 0).sum().item() < 700
+    torch.manual_seed(1)
+    assert torch.equal(d.cpu(), torch.nn.functional.dropout(torch.ones(1000), 0.5))
+    # Each core's own generator: TorchNeuron's 16-byte (seed, offset) state, seeded by torch.manual_seed,
+    # untouched by eager random ops, never touching the CPU's.
+    torch.manual_seed(5)
+    assert torch.neuron.initial_seed() == 5
+    s = torch.neuron.get_rng_state()
+    assert s.dtype == torch.uint8 and s.numel() == 16 and int.from_bytes(bytes(s[:8].tolist()), "little") == 5
+    torch.randn(8, device="neuron")
+    assert torch.equal(torch.neuron.get_rng_state(), s)
+    state = torch.random.get_rng_state()
+    torch.neuron.seed()
+    torch.neuron.manual_seed(9)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    # An explicit neuron generator draws reproducibly from its state.
+    g = torch.Generator(device="neuron").manual_seed(9)
+    saved = g.get_state()
+    y = torch.randn(4, device="neuron", generator=g)
+    assert not torch.equal(g.get_state(), saved)  # its offset moved on
+    g.set_state(saved)
+    assert torch.equal(torch.randn(4, device="neuron", generator=g).cpu(), y.cpu())
+    torch.neuron.set_rng_state(s, device=1)
+    assert torch.equal(torch.neuron.get_rng_state(1), s)
+    with pytest.raises(RuntimeError, match="16 bytes"):
+        torch.neuron.set_rng_state(torch.zeros(5056, dtype=torch.uint8))
 
 
 def test_streams_and_events():
@@ -99,6 +131,27 @@ def test_streams_and_events():
     cur.wait_event(ev)
     assert s.query()
     assert torch.neuron.default_stream().stream_id == 0
+    # The current stream's operations at module level, and TorchNeuron's keyword names.
+    torch.neuron.wait_stream(s)
+    torch.neuron.wait_event(torch.neuron.record_event())
+    assert torch.neuron.query()
+    torch.neuron._sleep(1000)
+    with torch.neuron.stream(stream=s):
+        assert torch.neuron.current_stream() == s
+    with torch_neuronx.StreamContext(stream=s):
+        assert torch_neuronx.current_stream() == s
+    torch.neuron.set_stream(stream=s)
+    torch.neuron.set_stream(stream=cur)
+    assert torch_neuronx.streams.Stream is torch.neuron.Stream
+    # A stream of another device makes that device current; leaving restores both devices' streams.
+    s0, s1 = torch.neuron.Stream(device=0), torch.neuron.Stream(device=1)
+    cur1 = torch.neuron.current_stream(1)
+    with torch.neuron.stream(s0):
+        with torch.neuron.stream(s1):
+            assert torch.neuron.current_device() == 1 and torch.neuron.current_stream() == s1
+        assert torch.neuron.current_device() == 0 and torch.neuron.current_stream() == s0
+        assert torch.neuron.current_stream(1) == cur1
+    assert torch.neuron.current_stream() == cur
 
 
 def test_autocast_as_on_cuda():
@@ -125,3 +178,26 @@ def test_set_device_rejects_bad_index():
         torch.neuron.set_device(64)
     with pytest.raises(ValueError, match="Expected a neuron device"):
         torch.neuron.set_device("cpu")
+
+
+def test_torchneuron_utils_answer_for_the_emulated_instance():
+    from torch_neuronx import utils
+
+    assert utils.get_platform_target() == "trn2" and utils.get_lnc_setting() == "2"
+    assert utils.get_logical_neuron_cores() == "2" and utils.get_worker_multiplier() == 1
+    assert utils.is_float8_e4m3_supported() and not utils.is_mxocp_supported()
+    assert utils.is_sync_mode_enabled() and not utils.use_mlir_aten_ops()
+    ops = utils.get_neuron_registered_ops()
+    assert {"linear", "embedding", "add", "_foreach_add"} <= ops and "normal_" not in ops and len(ops) == 193
+    assert "add.Tensor" in utils.get_neuron_registered_ops(keep_variant=True)
+    tree = {"a": [torch.ones(2), (torch.zeros(1), 3)]}
+    moved = utils.move_pytree_to_neuron(tree)
+    assert moved["a"][0].device.type == "neuron" and moved["a"][1][1] == 3 and isinstance(moved["a"][1], tuple)
+    back = utils.move_pytree_to_cpu(moved)
+    assert back["a"][0].device.type == "cpu" and torch.equal(back["a"][1][0], tree["a"][1][0])
+    assert utils.get_device_from_tensors([[], (moved["a"][0],)]) == moved["a"][0].device
+    torch_neuronx.clear_op_tracking()
+    utils.log_executed_op("my_lib::fused_kernel")
+    utils.log_offloaded_op("my_lib::host_step")
+    assert torch_neuronx.get_executed_ops() == ["my_lib::fused_kernel"]
+    assert torch_neuronx.get_fallback_ops() == ["my_lib::host_step"]

@@ -28,38 +28,27 @@ def _tiny_llama_on_neuron():
     return model, opt, ids
 
 
-def test_memory_summary_is_cudas_table_with_this_cores_numbers():
+def test_memory_stats_and_summary_in_torchneurons_format():
     torch.neuron.reset_peak_memory_stats()
     before = torch.neuron.memory_stats()
     x = torch.empty(3 << 20, dtype=torch.uint8, device="neuron")
     y = torch.empty(1 << 20, dtype=torch.uint8, device="neuron")
     del y
     stats = torch.neuron.memory_stats()
-    assert stats["allocated_bytes.all.current"] == before["allocated_bytes.all.current"] + (3 << 20)
-    assert stats["allocated_bytes.all.peak"] >= before["allocated_bytes.all.current"] + (4 << 20)
-    assert stats["allocation.all.current"] == before["allocation.all.current"] + 1
-    assert stats["allocation.all.allocated"] >= before["allocation.all.allocated"] + 2
-    assert stats["allocation.all.freed"] >= before["allocation.all.freed"] + 1
-    # torch.cuda.memory_stats() keys a tool may read, each from the allocator.
-    for key in ("active_bytes.all.current", "reserved_bytes.all.peak", "requested_bytes.all.allocated",
-                "segment.all.current", "inactive_split_bytes.all.current", "num_alloc_retries", "num_ooms"):
-        assert key in stats
-
+    cur = before["allocated_bytes"]["current"]
+    assert stats["allocated_bytes"]["current"] == cur + (3 << 20)
+    assert stats["allocated_bytes"]["peak"] >= cur + (4 << 20)
+    assert stats["allocated_bytes"]["allocated"] >= before["allocated_bytes"]["allocated"] + (4 << 20)
+    assert stats["allocated_bytes"]["freed"] >= before["allocated_bytes"]["freed"] + (1 << 20)
+    assert stats["allocation_requests"] >= before["allocation_requests"] + 2
+    assert stats["num_tensor_frees"] >= before["num_tensor_frees"] + 1
     text = torch.neuron.memory_summary()
-    lines = text.splitlines()
-    assert all(len(line) == 77 and line[0] == line[-1] == "|" for line in lines), text
-    assert "PyTorch Neuron memory summary, device ID 0" in text
-    assert "Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed" in text
-    row = next(line for line in lines if line.startswith("| Allocated memory"))
-    cur, peak, tot_alloc, tot_freed = (c.strip() for c in row.strip("|").split("|")[1:])
-    mib = stats["allocated_bytes.all.current"] >> 20
-    assert cur == f"{mib} MiB" or cur.endswith("KiB") or cur.endswith("GiB"), row
-    assert int(cur.split()[0]) > 0 and int(peak.split()[0]) > 0 and int(tot_alloc.split()[0]) > 0, row
-    allocs = next(line for line in lines if line.startswith("| Allocations"))
-    assert int(allocs.split("|")[2].split()[0]) == stats["allocation.all.current"] or "K" in allocs, allocs
-    budget_mib = torch.neuron.mem_get_info(0)[1] >> 20  # the emulated instance's usable HBM per core
-    assert "HBM budget / free" in text and f"{budget_mib} MiB" in text  # CUDA's units: MiB below 768 GiB
-    assert torch.neuron.memory_summary(abbreviated=True) == text
+    assert "Neuron Memory Summary, Device 0" in text
+    row = next(line for line in text.splitlines() if line.strip().startswith("Allocated Memory"))
+    current = row.split("|")[1].strip()
+    assert current == f"{stats['allocated_bytes']['current'] / 2**20:,.1f} MiB", row
+    budget = torch.neuron.mem_get_info(0)[1]
+    assert f"HBM budget {budget / 2**30:,.1f} GiB" in text
     del x
 
 
@@ -310,3 +299,65 @@ def test_legacy_autograd_profiler_with_use_device_neuron_times_the_step():
     assert mm.count > 0 and 0 < mm.device_time_total < wall_us, (mm.device_time_total, wall_us)
     assert all(0 <= e.cpu_time_total < wall_us for e in events.values())
     assert "NEURON total" in prof.key_averages().table(sort_by="device_time_total", row_limit=5)
+
+
+def test_neuron_profiler_writes_the_trace_where_torchneuron_does(tmp_path):
+    from torch.profiler import ProfilerActivity
+    from torch_neuronx.profiling import NeuronProfiler, NRTProfilerError
+
+    x = torch.randn(64, 64, device="neuron")
+    with NeuronProfiler(pytorch_activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+                        neuron_output_dir=str(tmp_path / "out"), event_filters={"nc": ["0", "4-7"]}) as prof:
+        assert prof.is_active()
+        (x @ x).sum().item()
+    trace = (tmp_path / "out" / "pytorch_trace.json").read_text()
+    assert "aten::mm" in trace and "kernel" in trace  # the neuron kernel on its device row
+    assert "aten::mm" in prof.get_pytorch_trace()
+    with pytest.raises(NRTProfilerError, match="no Neuron runtime.*pytorch_activities"):
+        NeuronProfiler(neuron_output_dir=str(tmp_path)).start()
+    with pytest.raises(ValueError, match="NeuronCore id or range"):
+        NeuronProfiler(event_filters={"nc": ["7-4"]})
+
+
+def test_metrics_count_only_while_enabled():
+    from torch_neuronx import metrics
+
+    metrics.set_enabled(True)
+    try:
+        metrics.clear_all()
+        x = torch.ones(8, device="neuron")
+        (x * 2).exp()
+        x.normal_()  # no Neuron kernel on Trainium: a CPU fallback call
+        calls = metrics.get_counter_value("Eager.OpCalls")
+        assert calls >= 3 and metrics.get_counter_value("Eager.FallbackOpCalls") >= 1
+        assert "Eager.OpSignatures" in metrics.get_counter_names()
+        assert "Counter: Eager.OpCalls" in metrics.report()
+        metrics.set_enabled(False)
+        x * 3
+        assert metrics.get_counter_value("Eager.OpCalls") == calls and not metrics.is_enabled()
+        metrics.set_enabled(True)
+        x * 3
+        assert metrics.get_counter_value("Eager.OpCalls") == calls + 1
+        metrics.clear_counters()
+        assert not metrics.get_counter_names()
+    finally:
+        metrics.set_enabled(False)
+
+
+def test_metric_tables_and_log_from_the_environment(tmp_path):
+    from helpers import run_python
+
+    code = """
+import torch
+x = torch.ones(4, device="neuron")
+(x + x).normal_()
+"""
+    log_file = tmp_path / "neuron.log"
+    out = run_python(code, env={"TORCH_NEURONX_METRICS_ENABLED": "1", "TORCH_NEURONX_ENABLED_METRIC_TABLES": "op_stats",
+                                "TORCH_NEURONX_METRICS_DIR": str(tmp_path), "TORCH_NEURONX_LOG_LEVEL": "2",
+                                "TORCH_NEURONX_LOG_FILE": str(log_file), "RANK": "3"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = (tmp_path / "metric_table_op_stats_rank3.csv").read_text().splitlines()
+    assert rows[0] == "op,calls,signatures,runs_on"
+    assert "aten::add.Tensor,1,1,neuron" in rows and "aten::normal_,1,1,cpu" in rows, rows
+    assert "[Neuron] [INFO] wrote metric table op_stats" in log_file.read_text()

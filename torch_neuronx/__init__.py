@@ -19,6 +19,10 @@ __version__ = "0.1.0"
 # must be synchronous. Set it before Transformers reads it; an explicit user
 # value wins.
 os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+# Eager ops finish before the call returns, as TorchNeuron's released builds default to
+# (NEURON_LAUNCH_BLOCKING=1); the emulator's kernels are synchronous whatever it says
+# (torch_neuronx.utils.is_sync_mode_enabled). Set for code that reads it; a user value wins.
+os.environ.setdefault("NEURON_LAUNCH_BLOCKING", "1")
 
 
 
@@ -53,9 +57,14 @@ _registration.register()
 
 from .neuron import *  # noqa: E402,F401,F403  (torch_neuronx.is_available() etc., as torch.neuron)
 from .ops_report import (  # noqa: E402
-    clear_op_tracking, get_emulator_op_counts, get_executed_ops, get_fallback_ops, get_op_signature_counts,
-    reset_op_counts)
+    clear_op_tracking, get_emulator_op_counts, get_executed_ops, get_fallback_ops, get_op_counts,
+    get_op_signature_counts, reset_op_counts)
 from .dtypes import set_fp64_mode, set_int64_mode  # noqa: E402
+from . import log as _log  # noqa: E402
+
+_log.configure()
+from . import memory, metrics, profiling, streams, utils  # noqa: E402,F401  (TorchNeuron's module paths)
+from .profiling import NeuronProfiler  # noqa: E402,F401
 
 
 def _lazy_init() -> None:

@@ -113,7 +113,7 @@ def _info(args: argparse.Namespace) -> int:
     table.add_row("TORCHNEURON_INT64", os.environ.get("TORCHNEURON_INT64", dtypes.DEFAULT_INT64))
     table.add_row("TORCHNEURON_FP64", os.environ.get("TORCHNEURON_FP64", dtypes.DEFAULT_FP64))
     table.add_row("NEURON_RT_STOCHASTIC_ROUNDING_EN", os.environ.get("NEURON_RT_STOCHASTIC_ROUNDING_EN", "0"))
-    table.add_row("NEURON_FALLBACK_ENABLED", os.environ.get("NEURON_FALLBACK_ENABLED", "1"))
+    table.add_row("TORCHNEURON_CPU_FALLBACK", os.environ.get("TORCHNEURON_CPU_FALLBACK", "allow"))
     console.print(table)
     return 0
 

@@ -1,20 +1,23 @@
-"""Op tracking, as TorchNeuron reports it: which ops would run on CPU on Trainium, which on
-the NeuronCore, and how many distinct eager op signatures Trainium would compile.
+"""Op tracking, as TorchNeuron reports it: which ops would run on the NeuronCore on Trainium, which on the
+CPU, and how many distinct eager op signatures Trainium would compile.
 
-On Trainium an ATen op runs on the NeuronCore when TorchNeuron has a Neuron lowering for
-it; otherwise it falls back to the CPU (NEURON_FALLBACK_ENABLED, default 1), and the linear
-algebra below is registered to run on the CPU on purpose. The emulator runs every op on the
-host either way, so the reports follow the Trainium classification, not the emulator's
-internal paths (get_emulator_op_counts() keeps those, for us).
+get_executed_ops() / get_fallback_ops() are TorchNeuron's API: lists of op names ("aten::linear",
+"aten::normal_") recorded since the last clear_op_tracking(). The classification is the real plugin's:
+an op it registers a Neuron kernel for runs on the NeuronCore (registered_ops.py: its 193 ATen ops,
+extracted from its source), every other op takes its boxed CPU fallback, random ops included. What is
+recorded is what Trainium would run (csrc/aten/native/OpTracking.h): composite ops it registers as one
+kernel (linear, embedding, ones, full, stack, _foreach_*, _fused_rms_norm, convolution, ...) as
+themselves, allocation and copy ops as its C++ kernels record them (aten::empty, empty_strided, clone,
+copy_, _to_copy, resize_, _local_scalar_dense, set_), views not at all. The emulator runs every op on the
+host either way; its own per-op counts are get_op_counts() and get_emulator_op_counts().
 
-Which ops have no Neuron lowering. AWS publishes the per-API table in the torch-neuronx
-repository (docs/torch_api_compatibility.md, regenerated per release; not available to this
-project), so this module uses a documented rule instead (docs/fidelity.md):
-  1. LINALG_ON_CPU: the linear algebra TorchNeuron registers to run on CPU (qr, svd, eigh,
-     cholesky, inv, lu, det and the solvers built on the same factorizations).
-  2. WITHOUT_LOWERING: ops whose output shape depends on tensor values (nonzero, masked_select,
-     unique, ...), which a compiler of static-shape graphs (neuronx-cc) cannot lower, and
-     grid_sampler, which AWS users report as unsupported.
+Switches (docs/fidelity.md):
+  TORCHNEURON_CPU_FALLBACK=error  an op that runs on the CPU on Trainium raises, naming it (default allow);
+  NEURON_FALLBACK_ENABLED, TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS  TorchNeuron's recovery on the
+      CPU after a Neuron compile or execution failure of an eager op; the emulator has no such failures
+      (its eager ops run host kernels, whose errors are the op's own, as on CPU), so they change nothing:
+      their values are checked, and NEURON_FALLBACK_ENABLED=0 (this plugin's old switch for what
+      TORCHNEURON_CPU_FALLBACK=error does now) says so once.
 """
 
 from __future__ import annotations
@@ -25,54 +28,43 @@ import warnings
 import torch
 
 from . import _C
-
-LINALG_ON_CPU = frozenset({
-    "aten::linalg_qr", "aten::geqrf", "aten::orgqr", "aten::ormqr", "aten::linalg_householder_product",
-    "aten::_linalg_svd", "aten::_linalg_eigh", "aten::linalg_eig", "aten::_linalg_eigvals",
-    "aten::linalg_cholesky_ex", "aten::cholesky", "aten::cholesky_inverse", "aten::_cholesky_solve_helper",
-    "aten::linalg_inv_ex", "aten::linalg_lu", "aten::linalg_lu_factor_ex", "aten::linalg_lu_solve",
-    "aten::lu_unpack", "aten::_linalg_det", "aten::_linalg_slogdet", "aten::_linalg_solve_ex",
-    "aten::linalg_solve_triangular", "aten::triangular_solve", "aten::linalg_lstsq",
-    "aten::linalg_ldl_factor_ex", "aten::linalg_ldl_solve",
-})
-
-WITHOUT_LOWERING = frozenset({
-    # output shape depends on the values
-    "aten::nonzero", "aten::masked_select", "aten::_unique", "aten::_unique2", "aten::unique_dim",
-    "aten::unique_consecutive", "aten::unique_dim_consecutive", "aten::repeat_interleave",
-    "aten::bincount",
-    # reported unsupported by AWS users (aws-neuron-sdk issues)
-    "aten::grid_sampler_2d", "aten::grid_sampler_3d", "aten::grid_sampler_2d_backward",
-    "aten::grid_sampler_3d_backward",
-})
-
-CPU_ON_TRAINIUM = LINALG_ON_CPU | WITHOUT_LOWERING
+from .registered_ops import RECORDS_ITS_PARTS, REGISTERED_OPS, REGISTERED_OVERLOADS
 
 
-def _base(name: str) -> str:
-    return name.split(".", 1)[0]
+def get_fallback_ops() -> list[str]:
+    """Ops that would run on the CPU on Trainium since the last clear_op_tracking(): a list of op names
+    ("aten::normal_"), as TorchNeuron's. Ops with no Neuron kernel in TorchNeuron take its CPU fallback."""
+    return _C._fallback_ops()
+
+
+def get_executed_ops() -> list[str]:
+    """Ops that would run on the NeuronCore on Trainium since the last clear_op_tracking(): a list of op
+    names ("aten::linear", "aten::add.Tensor"), as TorchNeuron's."""
+    return _C._executed_ops()
+
+
+def clear_op_tracking() -> None:
+    """Forget the ops recorded so far, and reset the counts below (calls, signatures, emulator counts) and the
+    steps of the "shapes keep changing" rule (module calls count as steps again until an optimizer step)."""
+    _C._clear_op_tracking()
+    _C._reset_fallback_counts()
+    _C._reset_op_signatures()
+    _module_calls.install()
 
 
 def _sorted(pairs) -> dict[str, int]:
     return dict(sorted(pairs, key=lambda kv: (-kv[1], kv[0])))
 
 
-def get_fallback_ops() -> dict[str, int]:
-    """Ops that would run on the CPU on Trainium (no Neuron lowering, or linear algebra registered
-    to the CPU), with call counts, most frequent first. A dict: `"aten::nonzero" in ops` and
-    iteration give the op names, as TorchNeuron's list does."""
-    return _sorted((op, n) for op, n in _C._op_calls() if _base(op) in CPU_ON_TRAINIUM)
-
-
-def get_executed_ops() -> dict[str, int]:
-    """Ops that would run on the NeuronCore on Trainium, with call counts, most frequent first
-    (copies, allocation and views are not ops a NeuronCore runs and are not listed)."""
-    return _sorted((op, n) for op, n in _C._op_calls() if _base(op) not in CPU_ON_TRAINIUM)
+def get_op_counts() -> dict[str, int]:
+    """Calls of each op a NeuronCore or TorchNeuron's CPU fallback would run (the ops of the fallback and of
+    the emulator's host kernels), most frequent first. Ours: TorchNeuron reports names without counts."""
+    return _sorted(_C._op_calls())
 
 
 def get_op_signature_counts() -> dict[str, int]:
-    """Distinct signatures (input shapes and dtypes) of each op: how many times Trainium's eager
-    mode would compile it. A count that grows step after step means recompiles (docs/fidelity.md)."""
+    """Distinct signatures (input shapes and dtypes) of each op: how many times Trainium's eager mode
+    would compile it. A count that grows step after step means recompiles (docs/fidelity.md)."""
     return _sorted(_C._op_signature_counts())
 
 
@@ -82,12 +74,6 @@ def get_emulator_op_counts() -> dict[str, int]:
     return _sorted(_C._fallback_counts())
 
 
-def clear_op_tracking() -> None:
-    """Reset every count above (fallback, executed, signatures, emulator counts)."""
-    _C._reset_fallback_counts()
-    _C._reset_op_signatures()
-
-
 def reset_op_counts() -> None:
     """Deprecated: use clear_op_tracking() (TorchNeuron's name). Removed in the next release."""
     warnings.warn("torch_neuronx.reset_op_counts() is deprecated; use torch_neuronx.clear_op_tracking()",
@@ -95,21 +81,96 @@ def reset_op_counts() -> None:
     clear_op_tracking()
 
 
+def _flag(name: str, default: str) -> bool:
+    value = os.environ.get(name, default).strip().lower()
+    if value not in ("0", "1", "false", "true"):
+        warnings.warn(f"{name}={value!r} is not 0 or 1; using {default}")
+        value = default
+    return value in ("1", "true")
+
+
+def _cpu_fallback_allowed() -> bool:
+    value = os.environ.get("TORCHNEURON_CPU_FALLBACK", "allow").strip().lower()
+    if value not in ("allow", "error"):
+        raise ValueError(f"TORCHNEURON_CPU_FALLBACK={value!r}: use 'allow' (the default: ops without a Neuron "
+                         "kernel run on the CPU, as on Trainium) or 'error' (they raise, naming the op)")
+    return value == "allow"
+
+
+def _check_recovery_switches() -> None:
+    _flag("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS", "0")
+    if not _flag("NEURON_FALLBACK_ENABLED", "1"):
+        warnings.warn("NEURON_FALLBACK_ENABLED=0 turns off TorchNeuron's recovery on the CPU after a Neuron compile "
+                      "or execution failure of an eager op; the emulator has no such failures, so it changes "
+                      "nothing. To make ops that run on the CPU on Trainium raise, set TORCHNEURON_CPU_FALLBACK=error.")
+
+
+# --- the "shapes keep changing" rule's steps (csrc/aten/native/OpSignatures.h) -------------------------------
+
+
 def _end_of_optimizer_step(optimizer, args, kwargs) -> None:
+    if _module_calls.handles:
+        _module_calls.remove()
     _C._end_op_signature_step()
 
 
-def _fallback_enabled_from_env() -> bool:
-    value = os.environ.get("NEURON_FALLBACK_ENABLED", "1").strip().lower()
-    if value not in ("0", "1", "false", "true", ""):
-        warnings.warn(f"NEURON_FALLBACK_ENABLED={value!r} is not 0 or 1; using 1")
-        return True
-    return value not in ("0", "false")
+class _TopLevelModuleCalls:
+    """Until the first optimizer step, a step of the rule is a top-level module call (a model's forward:
+    one generated token, one eval batch). Global module hooks, removed at the first optimizer step: they cost
+    every module call a few microseconds (PyTorch's hook path instead of its fast path), which inference pays."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.handles = []
+
+    def install(self) -> None:
+        if self.handles:
+            return
+        from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+        self.depth = 0
+        self.handles = [register_module_forward_pre_hook(self._enter),
+                        register_module_forward_hook(self._leave, always_call=True)]
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+    def _enter(self, module, args) -> None:
+        self.depth += 1
+
+    def _leave(self, module, args, output) -> None:
+        self.depth -= 1
+        if self.depth == 0:
+            _C._end_op_signature_module_call()
 
 
-_C._set_ops_without_lowering(sorted(WITHOUT_LOWERING))
-_C._set_fallback_enabled(_fallback_enabled_from_env())
-# A step of the op-signature rule is an optimizer step: PyTorch's global optimizer hook.
+_module_calls = _TopLevelModuleCalls()
+
+def _ops_run_on_neuron() -> set[str]:
+    """REGISTERED_OPS, and the in-place ops that reach a registered out= overload on Trainium: a structured
+    in-place op with no kernel of its own there (`sqrt_`) runs PyTorch's generated default-backend kernel,
+    which calls its out= variant (`sqrt.out`, registered), so a NeuronCore runs it."""
+    ops = set(REGISTERED_OPS)
+    for full in REGISTERED_OVERLOADS:
+        name, _, overload = full.partition(".")
+        if overload != "out" and not overload.endswith("_out"):
+            continue
+        inplace = name + "_" + (f".{overload[:-4]}" if overload.endswith("_out") else "")
+        try:
+            structured = torch._C._dispatch_has_kernel_for_dispatch_key(inplace, "CompositeExplicitAutogradNonFunctional")
+        except RuntimeError:  # no such op in this torch
+            continue
+        if structured:
+            ops.add(name + "_")
+    return ops
+
+
+_C._set_registered_ops(sorted(_ops_run_on_neuron()))
+_C._track_registered_composites(sorted(REGISTERED_OVERLOADS), sorted(RECORDS_ITS_PARTS))
+_C._set_cpu_fallback_allowed(_cpu_fallback_allowed())
+_check_recovery_switches()
 from torch.optim.optimizer import register_optimizer_step_post_hook  # noqa: E402
 
 register_optimizer_step_post_hook(_end_of_optimizer_step)
+_module_calls.install()

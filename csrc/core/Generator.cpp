@@ -1,52 +1,94 @@
 // RNG for neuron devices.
 //
-// Random kernels run on the host, and host kernels only accept a CPU
-// generator. So each neuron generator owns a CPU generator (its "engine") that
-// produces the numbers; the neuron generator is the user-facing handle, tagged
-// with the neuron device, that forwards seed/state/offset to its engine. The
-// fallback hands the engine to host kernels. The neuron stream of numbers is
-// therefore the CPU stream for the same seed: results match CPU bit for bit.
+// Eager random ops on neuron draw from the CPU's default generator, as on Trainium, where TorchNeuron
+// registers no random op and they take its CPU fallback (aten/native/Fallback.cpp leaves their generator
+// argument unset). Each core's generator, as TorchNeuron's, holds a Philox-style state: a seed and an
+// offset, 16 bytes (torch.neuron.get_rng_state), so a state saved here restores on Trainium and back.
+// Its numbers serve bf16 stochastic rounding and random ops given an explicit neuron generator: each use
+// takes the next offset and draws from a CPU engine seeded from (seed, offset), so the 16-byte state
+// determines every later number.
 #include "core/Generator.h"
 #include "core/Device.h"
 #include "runtime/Runtime.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/GeneratorImpl.h>
+#include <c10/core/TensorImpl.h>
 
+#include <cstring>
 #include <deque>
 #include <mutex>
 
 namespace neuron {
 namespace {
 
-struct NeuronGenerator final : c10::GeneratorImpl {
-  explicit NeuronGenerator(c10::DeviceIndex index, at::Generator engine)
-      : c10::GeneratorImpl(c10::Device(kNeuron, index), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
-        engine_(std::move(engine)) {}
-  explicit NeuronGenerator(c10::DeviceIndex index)
-      : NeuronGenerator(index, at::make_generator<at::CPUGeneratorImpl>(c10::default_rng_seed_val)) {}
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
 
-  void set_current_seed(uint64_t seed) override { engine_.set_current_seed(seed); }
-  void set_offset(uint64_t offset) override { engine_.set_offset(offset); }
-  uint64_t get_offset() const override { return engine_.get_offset(); }
-  uint64_t current_seed() const override { return engine_.current_seed(); }
-  uint64_t seed() override { return engine_.seed(); }
-  void set_state(const c10::TensorImpl& state) override {
-    engine_.set_state(at::Tensor(c10::intrusive_ptr<c10::TensorImpl>::reclaim_copy(
-        const_cast<c10::TensorImpl*>(&state))));
+struct NeuronGenerator final : c10::GeneratorImpl {
+  explicit NeuronGenerator(c10::DeviceIndex index, uint64_t seed = c10::default_rng_seed_val, uint64_t offset = 0)
+      : c10::GeneratorImpl(c10::Device(kNeuron, index), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+        seed_(seed), offset_(offset), engine_(at::make_generator<at::CPUGeneratorImpl>(seed)) {}
+
+  void set_current_seed(uint64_t seed) override {
+    seed_ = seed;
+    offset_ = 0;
   }
+  void set_offset(uint64_t offset) override { offset_ = offset; }
+  uint64_t get_offset() const override { return offset_; }
+  uint64_t current_seed() const override { return seed_; }
+  uint64_t seed() override {
+    uint64_t random = c10::detail::getNonDeterministicRandom(true);
+    set_current_seed(random);
+    return random;
+  }
+  // [seed: uint64][offset: int64], as TorchNeuron's (and CUDA's) Philox generators.
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
-    return engine_.get_state().getIntrusivePtr();
+    auto state = at::detail::empty_cpu({16}, at::kByte, std::nullopt, std::nullopt, std::nullopt, std::nullopt);
+    auto* bytes = state.mutable_data_ptr<uint8_t>();
+    const auto offset = static_cast<int64_t>(offset_);
+    std::memcpy(bytes, &seed_, 8);
+    std::memcpy(bytes + 8, &offset, 8);
+    return state.getIntrusivePtr();
+  }
+  // 16 bytes, or 8 (a seed alone, offset 0), as TorchNeuron accepts.
+  void set_state(const c10::TensorImpl& state) override {
+    const auto n = state.numel();
+    TORCH_CHECK(state.dtype() == at::kByte && (n == 16 || n == 8),
+                "a neuron RNG state is a uint8 tensor of 16 bytes (seed, offset) or 8 (seed); got ", n,
+                " elements of ", state.dtype().name(),
+                ". (States saved by this plugin before it used TorchNeuron's format were 5056 bytes: they do not load.)");
+    const auto* bytes = static_cast<const uint8_t*>(state.data());
+    std::memcpy(&seed_, bytes, 8);
+    int64_t offset = 0;
+    if (n == 16) std::memcpy(&offset, bytes + 8, 8);
+    offset_ = static_cast<uint64_t>(offset);
   }
   static c10::DeviceType device_type() { return kNeuron; }
 
-  at::Generator engine_;
+  // The CPU engine of the next use: seeded from (seed, offset), then the offset moves on.
+  at::Generator next_engine() {
+    std::lock_guard<std::mutex> g(mutex_);
+    {
+      std::lock_guard<std::mutex> e(engine_.mutex());
+      engine_.set_current_seed(splitmix64(seed_ ^ splitmix64(offset_)));
+    }
+    ++offset_;
+    return engine_;
+  }
 
  private:
-  NeuronGenerator* clone_impl() const override {
-    return new NeuronGenerator(device_.index(), engine_.clone());
-  }
+  uint64_t seed_;
+  uint64_t offset_;
+  at::Generator engine_;
+
+  NeuronGenerator* clone_impl() const override { return new NeuronGenerator(device_.index(), seed_, offset_); }
 };
 
 } // namespace
@@ -54,7 +96,7 @@ struct NeuronGenerator final : c10::GeneratorImpl {
 at::Generator host_engine(const at::Generator& gen) {
   auto* impl = dynamic_cast<NeuronGenerator*>(gen.unsafeGetGeneratorImpl());
   TORCH_CHECK(impl, "expected a neuron generator, got one for ", gen.device());
-  return impl->engine_;
+  return impl->next_engine();
 }
 
 const at::Generator& default_generator(c10::DeviceIndex index) {

@@ -2,6 +2,7 @@
 #include "aten/native/Fallback.h"
 #include "aten/native/NeuronDtypeRules.h"
 #include "aten/native/OpSignatures.h"
+#include "aten/native/OpTracking.h"
 #include "core/Device.h"
 #include "core/Generator.h"
 #include "core/HostBridge.h"
@@ -66,14 +67,23 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_int64_mode", &neuron::dtype_rules::set_int64_mode);
   m.def("_set_in_compiled_graph", &neuron::dtype_rules::set_in_compiled_graph);
   m.def("_set_stochastic_rounding", &neuron::dtype_rules::set_stochastic_rounding);
-  m.def("_set_fallback_enabled", &neuron::set_fallback_enabled);
-  m.def("_set_ops_without_lowering", &neuron::set_ops_without_lowering);
+  m.def("_set_cpu_fallback_allowed", &neuron::op_tracking::set_cpu_fallback_allowed);
+  m.def("_set_registered_ops", &neuron::op_tracking::set_registered_ops);
+  m.def("_track_registered_composites", &neuron::op_tracking::track_registered_composites);
+  m.def("_executed_ops", &neuron::op_tracking::executed_ops);
+  m.def("_fallback_ops", &neuron::op_tracking::fallback_ops);
+  m.def("_clear_op_tracking", &neuron::op_tracking::clear);
+  m.def("_log_op", &neuron::op_tracking::log_op);
   m.def("_op_signature_counts", &neuron::op_signatures::counts);
   m.def("_op_calls", &neuron::op_signatures::calls);
   m.def("_reset_op_signatures", &neuron::op_signatures::reset);
   m.def("_end_op_signature_step", [] {
     torch::PyWarningHandler warnings;  // its warning reaches Python's warnings module
     neuron::op_signatures::end_step();
+  });
+  m.def("_end_op_signature_module_call", [] {
+    torch::PyWarningHandler warnings;
+    neuron::op_signatures::end_module_call();
   });
   m.def("_fallback_counts", &neuron::fallback_counts);
   m.def("_reset_fallback_counts", &neuron::reset_fallback_counts);

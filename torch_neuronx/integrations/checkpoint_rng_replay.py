@@ -6,8 +6,8 @@ compiled region, AOTAutograd's partitioner makes the backward recompute the regi
 higher-order op `run_and_save_rng_state` (keep the generator state, then run the op) and the backward
 through `run_with_rng_state` (run the op from that state). Both pick the generator by the device type
 of their tensor arguments, in a table that knows cpu/cuda/hpu/xpu only. Compiled neuron graphs run on
-neuron tensors (launch.py), whose random ops draw from the NeuronCore's generator: this adds neuron to
-both tables, with that generator.
+neuron tensors (launch.py), whose random ops draw from the CPU's default generator, as eager random ops on
+neuron do (neuron/random.py): this adds neuron to both tables, with that generator.
 
 Why a shim: each table is a dict local to the HOP's BackendSelect kernel (torch/_prims/rng_prims.py,
 `impl_backend_select`), so there is nothing to register into. The shim wraps those two kernels: a call
@@ -46,7 +46,7 @@ def _run_and_save(original):
         index = _neuron_index(args, kwargs)
         if index is None:
             return original(op, *args, **kwargs)
-        return torch.neuron.get_rng_state(index), op(*args, **kwargs)
+        return torch.random.get_rng_state(), op(*args, **kwargs)
     return impl
 
 
@@ -55,12 +55,12 @@ def _run_with(original):
         index = _neuron_index(args, kwargs)
         if index is None:
             return original(rng_state, op, *args, **kwargs)
-        current = torch.neuron.get_rng_state(index)
-        torch.neuron.set_rng_state(rng_state, index)
+        current = torch.random.get_rng_state()
+        torch.random.set_rng_state(rng_state)
         try:
             return op(*args, **kwargs)
         finally:
-            torch.neuron.set_rng_state(current, index)
+            torch.random.set_rng_state(current)
     return impl
 
 

@@ -17,13 +17,15 @@ from .memory import (empty_cache, max_memory_allocated, max_memory_reserved, mem
                      reset_max_memory_allocated, reset_peak_memory_stats)
 from .random import (get_rng_state, get_rng_state_all, initial_seed, manual_seed, manual_seed_all, seed, seed_all,
                      set_rng_state, set_rng_state_all)
-from .streams import Event, Stream, current_stream, default_stream, set_stream, stream, StreamContext
+from .streams import (Event, Stream, StreamContext, _sleep, current_stream, default_stream, query, record_event,
+                      set_stream, stream, wait_event, wait_stream)
 
 __all__ = [
     "is_available", "device_count", "current_device", "set_device", "device", "device_of", "synchronize",
     "get_device_name", "get_device_properties", "get_device_capability", "is_bf16_supported",
     "get_amp_supported_dtype", "is_initialized", "init",
     "Stream", "Event", "current_stream", "default_stream", "set_stream", "stream", "StreamContext",
+    "wait_stream", "wait_event", "record_event", "query",
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state", "set_rng_state",
     "get_rng_state_all", "set_rng_state_all",
     "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
@@ -151,7 +153,10 @@ def get_device_properties(device: Any = None) -> NeuronDeviceProperties:
         logical_nc_config=topo.lnc, major=major, minor=0)
 
 
-def get_device_name(device: Any = None) -> str:
+def get_device_name(device: int | torch.device = 0) -> str:
+    """The device's name, "neuron:N", as TorchNeuron's (default device 0); an int or a torch.device."""
+    if isinstance(device, bool) or not isinstance(device, (int, torch.device)):
+        raise ValueError(f"Incorrect device argument found, expected torch.device or int type, found {type(device)}")
     return f"neuron:{_checked(_index(device))}"
 
 

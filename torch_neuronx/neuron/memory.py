@@ -13,31 +13,27 @@ def _idx(device: Any) -> int:
     return _checked(_index(device))
 
 
-def memory_stats(device: Any = None) -> dict[str, int]:
-    """torch.cuda.memory_stats() keys, so tools that read them work unchanged.
+def memory_stats(device: Any = None) -> dict[str, Any]:
+    """The core's allocator statistics in TorchNeuron's format:
 
-    The emulator does not split blocks and its cache of freed host blocks is counted on no core: each
-    allocation is its own segment, so reserved ==
-    active == requested == allocated bytes, segments == allocations, and nothing is non-releasable.
-    It has no small/large pools either: only the "all" keys exist.
+    allocated_bytes, reserved_bytes, active_bytes: each {"current", "peak", "allocated", "freed"} (bytes now,
+    the peak since reset_peak_memory_stats, and the totals ever allocated and freed); num_alloc_retries,
+    num_ooms, num_tensor_frees, allocation_requests: counts since reset_accumulated_memory_stats.
+
+    On Trainium reserved >= allocated >= active (its caching allocator keeps segments and rounds requests,
+    Neuron 2.33 docs). The emulator allocates each tensor exactly and keeps no device memory cached (its cache
+    of freed host blocks is counted on no core), so the three are equal, and it never retries an allocation.
+    torch.accelerator.memory_stats("neuron") gives the same numbers under CUDA's flat keys.
     """
     s = runtime.memory_stats(_idx(device))
-    out: dict[str, int] = {}
 
-    def stat(name: str, current: int, peak: int, allocated: int, freed: int) -> None:
-        for key, value in (("current", current), ("peak", peak), ("allocated", allocated), ("freed", freed)):
-            out[f"{name}.all.{key}"] = value
+    def stat() -> dict[str, int]:
+        return {"current": s["allocated_bytes"], "peak": s["peak_allocated_bytes"],
+                "allocated": s["total_allocated_bytes"], "freed": s["total_freed_bytes"]}
 
-    for name in ("allocated_bytes", "active_bytes", "requested_bytes", "reserved_bytes"):
-        stat(name, s["allocated_bytes"], s["peak_allocated_bytes"], s["total_allocated_bytes"], s["total_freed_bytes"])
-    for name in ("allocation", "active", "segment"):
-        stat(name, s["live_allocs"], s["peak_live_allocs"], s["num_allocs"], s["num_frees"])
-    for name in ("inactive_split_bytes", "inactive_split"):
-        stat(name, 0, 0, 0, 0)
-    out.update({"num_alloc_retries": 0, "num_ooms": s["num_ooms"], "num_sync_all_streams": 0,
-                "num_device_alloc": s["num_allocs"], "num_device_free": s["num_frees"],
-                "hbm_bytes": s["hbm_bytes"]})
-    return out
+    return {"allocated_bytes": stat(), "reserved_bytes": stat(), "active_bytes": stat(),
+            "num_alloc_retries": 0, "num_ooms": s["num_ooms"], "num_tensor_frees": s["num_frees"],
+            "allocation_requests": s["num_allocs"]}
 
 
 def memory_allocated(device: Any = None) -> int:
@@ -81,63 +77,35 @@ def empty_cache() -> None:
     runtime.empty_cache()
 
 
-def _format_size(size: int, pref: float) -> str:
-    prefix = "B  "
-    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
-        if pref < 768 * 1024:
-            break
-        prefix, size, pref = unit, size // 1024, pref / 1024
-    return f"{size:6d} {prefix}"
-
-
-def _format_count(count: int, pref: float) -> str:
-    prefix = " "
-    for unit in ("K", "M"):
-        if pref < 750 * 1000:
-            break
-        prefix, count, pref = unit, count // 1000, pref / 1000
-    return f"{count:7d} {prefix} "
-
-
-_SUMMARY_ROWS = (
-    ("allocated_bytes", "Allocated memory", _format_size),
-    ("active_bytes", "Active memory", _format_size),
-    ("requested_bytes", "Requested memory", _format_size),
-    ("reserved_bytes", "HBM reserved memory", _format_size),
-    ("inactive_split_bytes", "Non-releasable memory", _format_size),
-    ("allocation", "Allocations", _format_count),
-    ("active", "Active allocs", _format_count),
-    ("segment", "HBM reserved segments", _format_count),
-    ("inactive_split", "Non-releasable allocs", _format_count),
-)
+def _format_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
 
 
 def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
-    """The table torch.cuda.memory_summary() prints, from this core's allocator statistics.
-
-    Same columns (current, peak, total allocated, total freed) and rows; the emulator has no small/large
-    pools, so each metric has its "all" row only (`abbreviated` changes nothing), and a footer gives the
-    core's HBM budget and what is free of it.
-    """
+    """A table of memory_stats(), headed "Neuron Memory Summary" as TorchNeuron's, with this core's HBM budget
+    and what is free of it. `abbreviated` leaves out the counts line."""
     idx = _idx(device)
     stats = memory_stats(idx)
+    free, total = mem_get_info(idx)
     width = 75
-    lines = ["=" * width,
-             f"{'':16} PyTorch Neuron memory summary, device ID {idx:<15d} ",
-             "-" * width,
-             f"  {'':9} Neuron OOMs: {stats['num_ooms']:<12d} | {'':6} alloc retries: {stats['num_alloc_retries']:<11d}  ",
-             "=" * width,
-             "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  "]
-    for key, name, fmt in _SUMMARY_ROWS:
-        cur, peak, alloc, freed = (stats[f"{key}.all.{k}"] for k in ("current", "peak", "allocated", "freed"))
-        lines.append("-" * width)
-        lines.append(f" {name:<21} | {fmt(cur, cur)} | {fmt(peak, peak)} | {fmt(alloc, alloc)} | {fmt(freed, freed)} ")
-    hbm, used = stats["hbm_bytes"], stats["allocated_bytes.all.current"]
-    lines.append("-" * width)
-    lines.append(f" {'HBM budget / free':<21} | {_format_size(hbm, hbm)} | {_format_size(hbm - used, hbm - used)} |"
-                 f" {'':10} | {'':10} ")
-    lines.append("=" * width)
-    return "|" + "|\n|".join(line.ljust(width) for line in lines) + "|\n"
+    lines = ["=" * width, f"  Neuron Memory Summary, Device {idx}", "=" * width]
+    if not abbreviated:
+        lines += [f"  Allocations: {stats['allocation_requests']:,}  |  Frees: {stats['num_tensor_frees']:,}",
+                  f"  OOMs: {stats['num_ooms']:,}  |  Alloc Retries: {stats['num_alloc_retries']:,}",
+                  "=" * width]
+    lines += [f"  {'Metric':<18} | {'Current':>10} | {'Peak':>10} | {'Allocated':>10} | {'Freed':>10}", "-" * width]
+    for name, key in (("Allocated Memory", "allocated_bytes"), ("Reserved Memory", "reserved_bytes"),
+                      ("Active Memory", "active_bytes")):
+        st = stats[key]
+        lines.append(f"  {name:<18} | {_format_bytes(st['current']):>10} | {_format_bytes(st['peak']):>10} | "
+                     f"{_format_bytes(st['allocated']):>10} | {_format_bytes(st['freed']):>10}")
+    lines += ["-" * width, f"  HBM budget {_format_bytes(total)}, free {_format_bytes(free)}", "=" * width]
+    return "\n".join(lines)
 
 
 # --- Memory history and snapshots (torch.cuda.memory's private API, which PyTorch's tools call) ---------

@@ -1,4 +1,12 @@
-"""RNG of neuron devices (torch.cuda's RNG API). Each core has its own default generator."""
+"""RNG of neuron devices (torch.cuda's RNG API), as TorchNeuron's.
+
+Eager random ops on neuron draw from the CPU's default generator, as on Trainium (TorchNeuron registers
+no random op: they take its CPU fallback), so `torch.manual_seed(s)` gives the CPU's numbers, in one stream
+shared by both devices. Each core also has a generator of its own, as TorchNeuron's: a Philox-style state
+of 16 bytes (seed, offset), which these functions get and set; it serves random ops given an explicit
+`torch.Generator("neuron")` and bf16 stochastic rounding (core/Generator.cpp). `torch.manual_seed` seeds
+it too (torch calls manual_seed_all); torch.neuron's functions never touch the CPU generator.
+"""
 
 from __future__ import annotations
 
@@ -14,12 +22,14 @@ def _gen(device: Any = None) -> torch.Generator:
     return _C._default_generator(_checked(_index(device)))
 
 
-def get_rng_state(device: Any = "neuron") -> torch.Tensor:
+def get_rng_state(device: Any = None) -> torch.Tensor:
+    """The 16-byte state (seed, offset; uint8) of the core's generator (default: the current core)."""
     return _gen(device).get_state()
 
 
-def set_rng_state(new_state: torch.Tensor, device: Any = "neuron") -> None:
-    _gen(device).set_state(new_state.cpu() if new_state.device.type != "cpu" else new_state)
+def set_rng_state(state: torch.Tensor, device: Any = None) -> None:
+    """Restore a state from get_rng_state (16 bytes, or an 8-byte seed alone)."""
+    _gen(device).set_state(state.cpu() if state.device.type != "cpu" else state)
 
 
 def get_rng_state_all() -> list[torch.Tensor]:

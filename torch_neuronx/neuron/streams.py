@@ -52,29 +52,69 @@ def default_stream(device: Any = None) -> Stream:
     return Stream(stream_id=0, device_index=d.index, device_type=kind)
 
 
-def set_stream(s: torch.Stream) -> None:
-    if s is not None:
-        torch.accelerator.set_stream(s)
+def set_stream(stream: torch.Stream) -> None:
+    """Make `stream` the current stream of its device, and its device the current device (as torch.cuda)."""
+    if stream is not None:
+        torch.accelerator.set_stream(stream)
 
 
 class StreamContext:
-    """Makes a stream current for the duration of a with-block (torch.neuron.stream)."""
+    """Makes a stream current for the duration of a with-block (torch.neuron.stream), on its device: a stream
+    of another device makes that device current too, and leaving restores both devices' streams."""
 
-    def __init__(self, s: torch.Stream | None):
-        self.stream = s
-        self.prev: torch.Stream | None = None
+    def __init__(self, stream: torch.Stream | None):
+        self.stream = stream
+        self.src_prev: torch.Stream | None = None  # the current stream of the current device
+        self.dst_prev: torch.Stream | None = None  # the current stream of the stream's device, if another
 
     def __enter__(self):
-        if self.stream is not None:
-            self.prev = torch.accelerator.current_stream(self.stream.device)
-            torch.accelerator.set_stream(self.stream)
+        if self.stream is None:
+            return None
+        self.src_prev = torch.accelerator.current_stream()
+        if self.src_prev.device != self.stream.device:
+            self.dst_prev = torch.accelerator.current_stream(self.stream.device)
+        torch.accelerator.set_stream(self.stream)
         return self.stream
 
     def __exit__(self, *exc):
-        if self.prev is not None:
-            torch.accelerator.set_stream(self.prev)
+        if self.stream is None:
+            return False
+        if self.dst_prev is not None:
+            torch.accelerator.set_stream(self.dst_prev)
+        torch.accelerator.set_stream(self.src_prev)
         return False
 
 
-def stream(s: torch.Stream | None) -> StreamContext:
-    return StreamContext(s)
+def stream(stream: torch.Stream | None) -> StreamContext:
+    return StreamContext(stream)
+
+
+# The current stream's operations, as torch.cuda's module functions.
+def wait_stream(stream: torch.Stream) -> None:
+    """Make the current stream wait for all work queued on `stream`."""
+    current_stream().wait_stream(stream)
+
+
+def wait_event(event: torch.Event) -> None:
+    """Make the current stream wait for `event`."""
+    current_stream().wait_event(event)
+
+
+def record_event(event: torch.Event | None = None) -> torch.Event:
+    """Record `event` (or a new event) on the current stream, and return it."""
+    return current_stream().record_event(event)
+
+
+def query() -> bool:
+    """Whether all work queued on the current stream has completed (always, here: kernels run synchronously)."""
+    return current_stream().query()
+
+
+def _sleep(cycles: int) -> None:
+    """Keep the current stream busy for `cycles` device clock cycles (torch.cuda._sleep; tests use it to
+    hold a stream). The emulator's streams run synchronously, so the caller waits; cycles count at a nominal
+    1 GHz (Neuron publishes no clock rate for its cores, and the point is a delay, not its exact length)."""
+    if not isinstance(cycles, int) or isinstance(cycles, bool) or cycles < 0:
+        raise ValueError(f"_sleep(cycles): cycles must be a non-negative int, got {cycles!r}")
+    import time
+    time.sleep(cycles / 1e9)

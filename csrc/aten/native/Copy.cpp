@@ -4,6 +4,7 @@
 // anything else (strided, dtype conversion, broadcast) is one host copy_ over
 // the host bridge's aliases.
 #include "aten/native/Native.h"
+#include "aten/native/OpTracking.h"
 #include "aten/native/NeuronDtypeRules.h"
 #include "core/Device.h"
 #include "core/Generator.h"
@@ -50,6 +51,7 @@ void dense_copy(const at::Tensor& src, const at::Tensor& dst) {
 } // namespace
 
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_blocking*/) {
+  NEURON_TRACK_OP("aten::copy_");  // every copy_ with a neuron tensor ends here
   const bool to_neuron = dst.device().type() == kNeuron;
   // As TorchNeuron (and nrt_tensor_copy): a device-to-device copy stays on one NeuronCore.
   TORCH_CHECK(!(to_neuron && src.device().type() == kNeuron && src.device() != dst.device()),
@@ -83,6 +85,9 @@ at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
   return copy_from(src, dst, false);
 }
 
-at::Scalar local_scalar_dense(const at::Tensor& self) { return at::_local_scalar_dense(host_alias(self)); }
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  NEURON_TRACK_OP("aten::_local_scalar_dense");
+  return at::_local_scalar_dense(host_alias(self));
+}
 
 } // namespace neuron::native

@@ -1,5 +1,6 @@
 // Factories: a neuron tensor's memory comes from the device allocator of its core.
 #include "aten/native/Native.h"
+#include "aten/native/OpTracking.h"
 #include "core/Allocator.h"
 #include "core/Device.h"
 #include "runtime/Runtime.h"
@@ -31,6 +32,7 @@ at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarTyp
                                std::optional<at::Layout> layout, std::optional<at::Device> device,
                                std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
   TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
+  NEURON_TRACK_ALLOCATION("aten::empty.memory_format");
   return empty_on_core(index_of(device), size, std::nullopt, c10::dtype_or_default(dtype), memory_format);
 }
 
@@ -38,6 +40,7 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::opti
                          std::optional<at::Layout> layout, std::optional<at::Device> device,
                          std::optional<bool> pin_memory) {
   TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
+  NEURON_TRACK_ALLOCATION("aten::empty_strided");
   return empty_on_core(index_of(device), size, stride, c10::dtype_or_default(dtype), std::nullopt);
 }
 

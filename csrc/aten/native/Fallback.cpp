@@ -8,6 +8,7 @@
 #include "aten/native/Fallback.h"
 #include "aten/native/NeuronDtypeRules.h"
 #include "aten/native/OpSignatures.h"
+#include "aten/native/OpTracking.h"
 #include "aten/native/UnsupportedLayouts.h"
 #include "core/Device.h"
 #include "core/Generator.h"
@@ -28,14 +29,14 @@ namespace neuron {
 namespace {
 
 struct OpInfo {
-  explicit OpInfo(std::string op_name) : op(std::move(op_name)), name(op.name) {}
+  explicit OpInfo(std::string op_name) : op(std::move(op_name)), name(op.name), site(name) {}
   op_signatures::Op op;                   // its calls and signatures, as Trainium's eager mode compiles them
   const std::string& name;
+  op_tracking::Site site;                 // get_executed_ops() / get_fallback_ops()
   std::vector<size_t> generator_args;     // Optional[Generator] arguments
   std::vector<size_t> mutable_args;       // arguments the op may write (in-place, out=)
   bool allows_host_tensors = false;       // CUDA accepts CPU index tensors for these
   bool fp32_integer_datapath = false;     // Neuron computes its integer results in fp32
-  bool no_neuron_lowering = false;        // runs on CPU on Trainium (NEURON_FALLBACK_ENABLED=0 rejects it)
   std::atomic<int64_t> calls{0};          // fallback calls (the emulator's own count)
 };
 
@@ -47,12 +48,6 @@ std::unordered_map<std::string, OpInfo*>& registry() {
   return *m;
 }
 
-// Ops that have no Neuron lowering on Trainium (torch_neuronx/ops_report.py lists them).
-std::unordered_set<std::string>& ops_without_lowering() {
-  static auto* s = new std::unordered_set<std::string>();
-  return *s;
-}
-std::atomic<bool> g_fallback_enabled{true};  // NEURON_FALLBACK_ENABLED
 
 OpInfo* build_info(const c10::FunctionSchema& schema) {
   std::string name = schema.name();
@@ -70,7 +65,6 @@ OpInfo* build_info(const c10::FunctionSchema& schema) {
       "aten::_unsafe_index", "aten::_unsafe_index_put"};
   info->allows_host_tensors = host_ok.count(schema.name()) > 0;
   info->fp32_integer_datapath = dtype_rules::computes_integers_in_fp32(schema.name());
-  info->no_neuron_lowering = ops_without_lowering().count(schema.name()) > 0;
   return info;
 }
 
@@ -174,12 +168,6 @@ struct Call {
   }
 };
 
-[[noreturn]] void reject_without_fallback(const OpInfo& info) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, info.name, " has no Neuron lowering: on Trainium it runs on the CPU, and "
-                              "NEURON_FALLBACK_ENABLED=0 forbids that. Move this computation to the CPU yourself "
-                              "(tensor.cpu()), replace the op, or unset NEURON_FALLBACK_ENABLED (default 1).");
-}
-
 // Pass 1: find the call's device and reject mixed devices as CUDA does; hash the op signature.
 void find_device(Call& call, const torch::jit::Stack& stack, size_t begin, size_t nargs) {
   op_signatures::Hasher signature(call.info->op.name_hash);
@@ -199,7 +187,10 @@ void find_device(Call& call, const torch::jit::Stack& stack, size_t begin, size_
   }
   if (call.device && call.first_host && !call.info->allows_host_tensors)
     call.mismatch(*call.first_neuron, *call.first_host);
-  if (call.device) op_signatures::record(call.info->op, signature);
+  if (call.device) {
+    op_signatures::record(call.info->op, signature);
+    op_tracking::record(call.info->site);
+  }
 }
 
 // A list argument (e.g. Tensor?[] indices) with its neuron tensors swapped for host aliases.
@@ -245,14 +236,12 @@ void arguments_to_host(Call& call, torch::jit::Stack& stack, size_t begin, size_
       v = c10::Device(c10::DeviceType::CPU);
     }
   }
-  // Random ops draw from the core's generator, through the host engine behind it.
+  // Random ops draw from the CPU's default generator (left unset), as on Trainium, where they take
+  // TorchNeuron's CPU fallback: torch.manual_seed(s) gives the CPU's numbers, one stream for both devices.
+  // An explicit neuron generator draws through its engine (core/Generator.cpp).
   for (size_t i : call.info->generator_args) {
     c10::IValue& v = stack[begin + i];
-    if (v.isNone()) {
-      v = host_engine(default_generator(call.out_device()));
-    } else if (v.isGenerator() && v.toGenerator().device().type() == kNeuron) {
-      v = host_engine(v.toGenerator());
-    }
+    if (v.isGenerator() && v.toGenerator().device().type() == kNeuron) v = host_engine(v.toGenerator());
   }
 }
 
@@ -288,8 +277,6 @@ void results_to_device(Call& call, torch::jit::Stack& stack, size_t nret) {
 void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   Call call{op_info(op)};
   call.info->calls.fetch_add(1, std::memory_order_relaxed);
-  if (call.info->no_neuron_lowering && !g_fallback_enabled.load(std::memory_order_relaxed))
-    reject_without_fallback(*call.info);
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const size_t begin = stack->size() - nargs;
@@ -297,18 +284,6 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::St
   arguments_to_host(call, *stack, begin, nargs);
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
   results_to_device(call, *stack, schema.returns().size());
-}
-
-void set_fallback_enabled(bool enabled) { g_fallback_enabled.store(enabled); }
-
-void set_ops_without_lowering(const std::vector<std::string>& names) {
-  std::lock_guard<std::mutex> g(g_ops_mu);
-  auto& set = ops_without_lowering();
-  set = std::unordered_set<std::string>(names.begin(), names.end());
-  for (auto& [k, v] : registry()) {
-    std::string base = v->name.substr(0, v->name.find('.'));
-    v->no_neuron_lowering = set.count(base) > 0;
-  }
 }
 
 std::vector<std::pair<std::string, int64_t>> fallback_counts() {

@@ -20,10 +20,6 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::ji
 // (aten/RegisterFallback.cpp); returns how many.
 int64_t route_ops_with_host_kernels_to_fallback();
 
-// NEURON_FALLBACK_ENABLED: 0 rejects ops without a Neuron lowering instead of running them on the CPU.
-void set_fallback_enabled(bool enabled);
-// The ATen ops ("aten::nonzero") without a Neuron lowering (torch_neuronx/ops_report.py).
-void set_ops_without_lowering(const std::vector<std::string>& names);
 
 // How many times each op ran through the host fallback (get_emulator_op_counts()).
 std::vector<std::pair<std::string, int64_t>> fallback_counts();

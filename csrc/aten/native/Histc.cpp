@@ -3,6 +3,7 @@
 // host kernel has floating types only. Count in float, return the input dtype.
 // (compile/host_graph.py puts the same semantics into compiled graphs.)
 #include "aten/native/Native.h"
+#include "aten/native/OpTracking.h"
 #include "core/HostBridge.h"
 
 #include <ATen/ATen.h>
@@ -10,6 +11,7 @@
 namespace neuron::native {
 
 at::Tensor histc_any_dtype(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max) {
+  NEURON_TRACK_OP("aten::histc");
   at::Tensor h = as_host(self);
   bool integral = c10::isIntegralType(self.scalar_type(), /*includeBool=*/true);
   at::Tensor out = at::histc(integral ? h.to(at::kFloat) : h, bins, min, max);

@@ -33,6 +33,7 @@
 #include "aten/native/Fallback.h"
 #include "aten/native/Native.h"
 #include "aten/native/OpSignatures.h"
+#include "aten/native/OpTracking.h"
 #include "core/Allocator.h"
 #include "core/Device.h"
 #include "core/HostBridge.h"
@@ -168,11 +169,13 @@ inline bool on_host_alias_path(std::initializer_list<const at::Tensor*> tensors)
   return on_host_alias_path<std::initializer_list<const at::Tensor*>>(tensors);
 }
 
-// Each call is one eager op signature on Trainium (aten/native/OpSignatures.h); a call that takes the
-// boxed fallback instead is recorded there.
+// Each call is one eager op signature on Trainium (aten/native/OpSignatures.h) and one op of the op tracking
+// (aten/native/OpTracking.h); a call that takes the boxed fallback instead is recorded there.
 template <class Op, class... Args>
 void record_signature(const Args&... args) {
   static auto* op = new op_signatures::Op(std::string(Op::name) + (Op::overload_name[0] ? "." : "") + Op::overload_name);
+  static auto* site = new op_tracking::Site(op->name);
+  op_tracking::record(*site);
   op_signatures::Hasher h(op->name_hash);
   ([&] {
     if constexpr (std::is_same_v<Args, at::Tensor>) h.add(args);

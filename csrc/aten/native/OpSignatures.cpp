@@ -19,6 +19,7 @@ struct State {
   std::unordered_map<std::string, int64_t> new_in_step;  // new signatures of each op in this step
   std::atomic<int64_t> ops_in_window{0};
   std::atomic<bool> optimizer_steps{false};  // steps are optimizer steps from now on
+  std::atomic<bool> module_steps{false};     // until then, steps are top-level module calls (not windows)
   std::atomic<uint64_t> generation{1};       // bumped by reset(): threads forget the signatures they know
   int64_t steps = 0;
   int64_t growing = 0;  // consecutive steps that added signatures
@@ -100,7 +101,7 @@ void record(Op& op, const Hasher& signature) {
     ways[1] = ways[0];
     ways[0] = h;
   }
-  if (!s.optimizer_steps.load(std::memory_order_relaxed) &&
+  if (!s.optimizer_steps.load(std::memory_order_relaxed) && !s.module_steps.load(std::memory_order_relaxed) &&
       s.ops_in_window.fetch_add(1, std::memory_order_relaxed) + 1 >= kOpsPerWindow) {
     std::lock_guard<std::mutex> g(s.mu);
     if (!s.optimizer_steps.load(std::memory_order_relaxed) &&
@@ -115,6 +116,20 @@ void end_step() {
   if (!s.optimizer_steps.load(std::memory_order_relaxed)) {
     // The ops before the first optimizer step belong to it: restart the count of steps.
     s.optimizer_steps.store(true, std::memory_order_relaxed);
+    s.steps = 0;
+    s.growing = 0;
+  }
+  close_step(s);
+}
+
+void end_module_call() {
+  State& s = state();
+  if (s.optimizer_steps.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> g(s.mu);
+  if (s.optimizer_steps.load(std::memory_order_relaxed)) return;
+  if (!s.module_steps.load(std::memory_order_relaxed)) {
+    // The ops before the first module call's end belong to it: restart the count of steps.
+    s.module_steps.store(true, std::memory_order_relaxed);
     s.steps = 0;
     s.growing = 0;
   }
@@ -146,6 +161,7 @@ void reset() {
   s.new_in_step.clear();
   s.ops_in_window.store(0, std::memory_order_relaxed);
   s.optimizer_steps.store(false, std::memory_order_relaxed);
+  s.module_steps.store(false, std::memory_order_relaxed);
   s.steps = 0;
   s.growing = 0;
   s.warned = false;

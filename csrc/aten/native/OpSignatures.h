@@ -4,7 +4,9 @@
 // would compile and warns once when successive steps keep adding new ones.
 //
 // A step ends at each optimizer step (torch_neuronx/ops_report.py registers the
-// hook); until the first optimizer step, every kOpsPerWindow ops (inference).
+// hook); until the first optimizer step, at the end of each top-level module call
+// (a model's forward: one generated token, one eval batch), and in code that calls
+// no module, every kOpsPerWindow ops.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -53,8 +55,12 @@ struct Op {
 // Records one call of `op` with this signature. On every eager op's path, so it takes no lock unless the
 // signature is new to the calling thread (the first call of each signature), or a window ends.
 void record(Op& op, const Hasher& signature);
-// The end of a step (optimizer step); windows of kOpsPerWindow ops stop once this is called.
+// The end of a step (optimizer step); module calls and windows of kOpsPerWindow ops stop counting once
+// this is called.
 void end_step();
+// The end of a top-level module call: the end of a step until the first optimizer step; windows of
+// kOpsPerWindow ops stop once this is called.
+void end_module_call();
 
 std::vector<std::pair<std::string, int64_t>> counts();  // distinct signatures per op
 std::vector<std::pair<std::string, int64_t>> calls();   // calls per op (the ops' counters, summed by name)

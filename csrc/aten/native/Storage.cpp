@@ -1,6 +1,7 @@
 // Storage surgery on neuron tensors: resize_, the set_ family, and the
 // shallow-copy rule that keeps Parameter identity across module.to("neuron").
 #include "aten/native/Native.h"
+#include "aten/native/OpTracking.h"
 #include "core/Allocator.h"
 #include "core/Device.h"
 
@@ -23,6 +24,7 @@ void ensure_storage(const at::Tensor& self) {
 } // namespace
 
 const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size, std::optional<at::MemoryFormat> memory_format) {
+  NEURON_TRACK_OP("aten::resize_");
   auto* impl = self.unsafeGetTensorImpl();
   impl->set_sizes_contiguous(size);
   if (memory_format) impl->empty_tensor_restride(*memory_format);
@@ -32,6 +34,7 @@ const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size, std::opt
 
 at::Tensor& set_storage(at::Tensor& self, at::Storage source, int64_t offset, at::IntArrayRef size,
                         at::IntArrayRef stride) {
+  NEURON_TRACK_OP("aten::set_");  // every set_ overload ends here
   at::native::checkSetStorage(self, source, offset, size, stride);
   auto* impl = self.unsafeGetTensorImpl();
   impl->set_storage_offset(offset);
@@ -63,6 +66,7 @@ at::Tensor& set_empty(at::Tensor& self) {
 // neuron_tensor` may swap storage in place. This keeps Parameter identity
 // across module.to("neuron"), as for CUDA (optimizers and PEFT rely on it).
 bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  NEURON_TRACK_OP("aten::_has_compatible_shallow_copy_type");
   auto dense = [](const at::Tensor& t) {
     return t.layout() == at::kStrided && (t.is_cpu() || t.device().type() == kNeuron);
   };

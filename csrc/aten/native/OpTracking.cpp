@@ -1,0 +1,250 @@
+// Op tracking as TorchNeuron reports it (OpTracking.h).
+#include "aten/native/OpTracking.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <ATen/ops/_to_copy_native.h>
+#include <ATen/ops/clone_native.h>
+#include <ATen/ops/linear_native.h>
+#include <ATen/ops/zeros_native.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace neuron::op_tracking {
+
+std::atomic<uint64_t> g_generation{1};
+std::atomic<bool> g_reject_cpu_ops{false};
+
+namespace {
+
+thread_local int t_inside_registered_op = 0;
+
+struct State {
+  std::mutex mu;
+  std::unordered_set<std::string> registered;  // base names
+  std::set<std::string> executed;
+  std::set<std::string> fallback;
+};
+
+State& state() {
+  static auto* s = new State();
+  return *s;
+}
+
+std::string base_of(const std::string& op_name) { return op_name.substr(0, op_name.find('.')); }
+
+// The name Trainium reports for what the emulator runs under another name: TorchNeuron's own kernels log
+// "aten::empty" and "aten::set_" for every overload, and SDPA's neuron backend there is OVERRIDEABLE
+// (the emulator runs the CPU's flash-attention kernel for it).
+std::string trainium_name(const std::string& op_name) {
+  static const std::unordered_map<std::string, std::string> renamed = {
+      {"aten::empty.memory_format", "aten::empty"},
+      {"aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_fused_attention_overrideable"},
+      {"aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+       "aten::_scaled_dot_product_fused_attention_overrideable_backward"},
+  };
+  auto it = renamed.find(op_name);
+  if (it != renamed.end()) return it->second;
+  if (base_of(op_name) == "aten::set_") return "aten::set_";
+  return op_name;
+}
+
+void insert(State& s, const std::string& name) {
+  if (s.registered.count(base_of(name)))
+    s.executed.insert(name);
+  else
+    s.fallback.insert(name);
+}
+
+} // namespace
+
+Site::Site(const std::string& op_name, bool always_recorded) : name(trainium_name(op_name)), always(always_recorded) {}
+
+void record_first(Site& site, uint64_t generation) {
+  if (t_inside_registered_op && !site.always) return;
+  State& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  if (generation != g_generation.load(std::memory_order_relaxed)) return;  // a clear() in between: next call
+  insert(s, site.name);
+  site.recorded_in.store(generation, std::memory_order_relaxed);
+}
+
+void reject_if_cpu(const Site& site) {
+  if (t_inside_registered_op || runs_on_neuron(site.name)) return;
+  TORCH_CHECK_NOT_IMPLEMENTED(false, site.name, " has no Neuron kernel in TorchNeuron: on Trainium it runs on the CPU "
+                              "(a copy to the host and back), and TORCHNEURON_CPU_FALLBACK=error forbids that. Move this "
+                              "computation to the CPU yourself (tensor.cpu()), replace the op, or unset "
+                              "TORCHNEURON_CPU_FALLBACK (default: allow). torch_neuronx.get_fallback_ops() lists such ops.");
+}
+
+void set_cpu_fallback_allowed(bool allowed) { g_reject_cpu_ops.store(!allowed); }
+
+InsideRegisteredOp::InsideRegisteredOp() { ++t_inside_registered_op; }
+InsideRegisteredOp::~InsideRegisteredOp() { --t_inside_registered_op; }
+
+void set_registered_ops(const std::vector<std::string>& base_names) {
+  State& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  s.registered = std::unordered_set<std::string>(base_names.begin(), base_names.end());
+  s.executed.clear();
+  s.fallback.clear();
+  g_generation.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool runs_on_neuron(const std::string& op_name) {
+  State& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  return s.registered.count(base_of(trainium_name(op_name))) > 0;
+}
+
+std::vector<std::string> executed_ops() {
+  State& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  return {s.executed.begin(), s.executed.end()};
+}
+
+std::vector<std::string> fallback_ops() {
+  State& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  return {s.fallback.begin(), s.fallback.end()};
+}
+
+void clear() {
+  State& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  s.executed.clear();
+  s.fallback.clear();
+  g_generation.fetch_add(1, std::memory_order_relaxed);
+}
+
+void log_op(const std::string& op_name, bool on_neuron) {
+  State& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  (on_neuron ? s.executed : s.fallback).insert(op_name);
+}
+
+// --- Composite ops TorchNeuron registers as one Neuron kernel ---------------------------------------------
+//
+// Here they decompose before reaching the device (PyTorch's composite kernels), so their parts would be
+// recorded instead. Each gets a boxed kernel that records the op and runs the same composite kernel the
+// dispatcher would have picked, with recording off for its parts: at PrivateUse1 for explicit composites
+// (their autograd formula stays where it is), and at PrivateUse1 and AutogradPrivateUse1 for implicit
+// ones (at the autograd key, where the composite runs normally, so autograd records its parts as before;
+// at PrivateUse1 for calls under inference_mode, which skip the autograd keys). Calls on fake or
+// functional tensors (tracing: the Python key is set) run the composite without recording.
+namespace {
+
+struct Composite {
+  Site site;
+  c10::DispatchKey kernel;  // the alias key of its composite kernel
+  bool records_parts;       // a Python function there: the ops it calls are recorded too
+  Composite(const std::string& name, c10::DispatchKey k, bool parts) : site(name), kernel(k), records_parts(parts) {}
+};
+
+std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<Composite>>& composites() {
+  static auto* m = new std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<Composite>>();
+  return *m;
+}
+
+void registered_composite(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  // The op's entry: a per-thread direct-mapped cache by schema address in front of the map (read-only
+  // once registration is done).
+  struct Slot {
+    const void* key = nullptr;
+    Composite* composite = nullptr;
+  };
+  thread_local std::array<Slot, 64> cache;
+  const void* key = &op.schema();
+  Slot& slot = cache[(reinterpret_cast<uintptr_t>(key) >> 4) % cache.size()];
+  if (slot.key != key) slot = Slot{key, composites().at(&op.schema()).get()};
+  Composite& c = *slot.composite;
+  if (!keys.has(c10::DispatchKey::Python)) record(c.site);
+  if (c.records_parts) {
+    op.callBoxedForDispatchKey(c.kernel, *stack);
+    return;
+  }
+  InsideRegisteredOp inside;
+  op.callBoxedForDispatchKey(c.kernel, *stack);
+}
+
+// The most frequent of them in a training step, unboxed: the boxed kernel's boxing and unboxing showed in
+// the per-op cost of a small model. A recording kernel that calls the composite directly; registered
+// statically, so track_registered_composites skips them. (copy_ is recorded by the device copy it always
+// ends in, native::copy_from.)
+template <class Signature>
+struct Unboxed;
+template <class R, class... Args>
+struct Unboxed<R(Args...)> {
+  template <R (*composite)(Args...), const char* name>
+  static R call(c10::DispatchKeySet keys, Args... args) {
+    static Site site(name);
+    if (!keys.has(c10::DispatchKey::Python)) record(site);
+    InsideRegisteredOp inside;
+    return composite(args...);
+  }
+};
+#define NEURON_RECORDING(fn, name) TORCH_FN((Unboxed<decltype(fn)>::call<&fn, name>))
+
+constexpr char kLinear[] = "aten::linear";
+constexpr char kToCopy[] = "aten::_to_copy";
+constexpr char kClone[] = "aten::clone";
+constexpr char kZeros[] = "aten::zeros";
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("linear", NEURON_RECORDING(at::native::linear, kLinear));
+  m.impl("_to_copy", NEURON_RECORDING(at::native::_to_copy, kToCopy));
+  m.impl("clone", NEURON_RECORDING(at::native::clone, kClone));
+  m.impl("zeros", NEURON_RECORDING(at::native::zeros_symint, kZeros));
+}
+// linear is an implicit composite: its autograd key runs the composite too (see above).
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("linear", NEURON_RECORDING(at::native::linear, kLinear)); }
+
+} // namespace
+
+int64_t track_registered_composites(const std::vector<std::string>& overloads,
+                                    const std::vector<std::string>& records_parts) {
+  const std::unordered_set<std::string> parts(records_parts.begin(), records_parts.end());
+  static std::unique_ptr<torch::Library> device_lib, autograd_lib;
+  if (device_lib) return 0;
+  device_lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+                                                __FILE__, __LINE__);
+  autograd_lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
+                                                  c10::DispatchKey::AutogradPrivateUse1, __FILE__, __LINE__);
+  auto& dispatcher = c10::Dispatcher::singleton();
+  int64_t count = 0;
+  for (const std::string& full : overloads) {
+    auto dot = full.find('.');
+    std::string name = full.substr(0, dot), overload = dot == std::string::npos ? "" : full.substr(dot + 1);
+    auto op = dispatcher.findOp(c10::OperatorName(name, overload));
+    // An overload this torch does not have, or one with a neuron kernel of ours (it records itself).
+    if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+    // set_ overloads decompose into set_ kernels of ours, which record "aten::set_" as Trainium does; copy_
+    // always ends in the device copy (native::copy_from), which records it.
+    if (name == "aten::set_" || name == "aten::copy_") continue;
+    c10::DispatchKey kernel;
+    if (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional))
+      kernel = c10::DispatchKey::CompositeExplicitAutogradNonFunctional;
+    else if (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd))
+      kernel = c10::DispatchKey::CompositeExplicitAutograd;
+    else if (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd))
+      kernel = c10::DispatchKey::CompositeImplicitAutograd;
+    else
+      continue;  // no kernel at all on neuron: nothing runs that could be recorded (e.g. linear_backward)
+    composites()[&op->schema()] = std::make_unique<Composite>(full, kernel, parts.count(full) > 0);
+    std::string qualified = name.substr(6) + (overload.empty() ? "" : "." + overload);
+    auto fn = [] { return torch::CppFunction::makeFromBoxedFunction<&registered_composite>(); };
+    device_lib->impl(qualified.c_str(), fn());
+    if (kernel == c10::DispatchKey::CompositeImplicitAutograd) autograd_lib->impl(qualified.c_str(), fn());
+    ++count;
+  }
+  return count;
+}
+
+} // namespace neuron::op_tracking
