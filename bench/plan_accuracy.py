@@ -133,32 +133,30 @@ def accuracy(args) -> int:
     return 0 if ok else 1
 
 
+def _timed_plan(cmd: list[str], what: str) -> None:
+    """Run one `torchneuron plan ... --json` in a fresh process; print its wall time, peak host RSS and answer."""
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    p = json.loads(r.stdout)
+    print(f"plan {what}: {wall:.1f} s wall, peak host RSS so far {rss / 2**30:.2f} GiB, exit {r.returncode}, per core "
+          f"{p['peak_per_core'] / 2**30:.2f} GiB of {p['hbm_per_core'] / 2**30:.0f}, fits {p['fits']}, est. "
+          f"{p['estimate']['tokens_per_second']:,.0f} tokens/s", flush=True)
+
+
 def scale(args) -> int:
     """Llama-3.1-70B, TP=8 x FSDP=8 on trn2.48xlarge, seq 4096: wall time and peak host RSS of one plan; a job as
     large as AWS's published ones (Llama-2-7B on 32 trn1.32xlarge, 1,024 ranks simulated); then the 70B sweep over
     every valid layout (each in a fresh process)."""
-    big = [sys.executable, "-m", "torch_neuronx.cli", "plan", "--model", "llama-2-7b", "--instance", "trn1.32xlarge",
-           "--nodes", "32", "--tp", "8", "--seq", "4096", "--global-batch", "1024", "--activation-checkpointing",
-           "selective", "--json"]
-    t = time.perf_counter()
-    r = subprocess.run(big, capture_output=True, text=True)
-    wall = time.perf_counter() - t
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    p = json.loads(r.stdout)
-    print(f"plan llama-2-7b 32 x trn1.32xlarge TP8 x FSDP128 seq 4096 selective: {wall:.1f} s wall, peak host RSS "
-          f"{rss / 2**30:.2f} GiB, exit {r.returncode}, per core {p['peak_per_core'] / 2**30:.2f} GiB, "
-          f"est. {p['estimate']['tokens_per_second']:,.0f} tokens/s", flush=True)
-    cmd = [sys.executable, "-m", "torch_neuronx.cli", "plan", "--model", "llama-3.1-70b", "--instance",
-           "trn2.48xlarge", "--tp", "8", "--fsdp", "8", "--seq", "4096", "--json"]
+    plan = [sys.executable, "-m", "torch_neuronx.cli", "plan"]
+    _timed_plan(plan + ["--model", "llama-2-7b", "--instance", "trn1.32xlarge", "--nodes", "32", "--tp", "8", "--seq",
+                        "4096", "--global-batch", "1024", "--activation-checkpointing", "selective", "--json"],
+                "llama-2-7b 32 x trn1.32xlarge TP8 x FSDP128 seq 4096 selective")
+    cmd = plan + ["--model", "llama-3.1-70b", "--instance", "trn2.48xlarge", "--tp", "8", "--fsdp", "8", "--seq",
+                  "4096", "--json"]
     for extra in ([], ["--activation-checkpointing"]):
-        t = time.perf_counter()
-        r = subprocess.run(cmd + extra, capture_output=True, text=True)
-        wall = time.perf_counter() - t
-        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-        p = json.loads(r.stdout)
-        print(f"plan llama-3.1-70b TP8 x FSDP8 seq 4096 {' '.join(extra) or '(no AC)'}: {wall:.1f} s wall, "
-              f"peak host RSS so far {rss / 2**30:.2f} GiB, exit {r.returncode}, per core "
-              f"{p['peak_per_core'] / 2**30:.2f} GiB of {p['hbm_per_core'] / 2**30:.0f}, fits {p['fits']}", flush=True)
+        _timed_plan(cmd + extra, f"llama-3.1-70b TP8 x FSDP8 seq 4096 {' '.join(extra) or '(no AC)'}")
     t = time.perf_counter()
     r = subprocess.run(cmd[:-5] + ["--seq", "4096", "--sweep", "--activation-checkpointing", "--json"],
                        capture_output=True, text=True)

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, run_python
 
 TINY = dict(model_type="llama", hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=8,
             num_key_value_heads=8, vocab_size=512, max_position_embeddings=16384, tie_word_embeddings=False)
@@ -160,13 +160,20 @@ def test_collective_rule_constrains_the_world_not_its_groups():
 
 def test_plan_accepts_the_layout_aws_publishes_on_one_trn1(tmp_path):
     cfg = _config(tmp_path, TINY)
-    r = _plan_cli("--model", cfg, "--instance", "trn1.32xlarge", "--tp", "8", "--fsdp", "4", "--seq", "64", "--json")
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert (json.loads(r.stdout)["tp"], json.loads(r.stdout)["fsdp"]) == (8, 4)
-    r = _plan_cli("--model", cfg, "--instance", "trn1.32xlarge", "--tp", "8", "--fsdp", "3", "--seq", "64")
-    assert r.returncode == 1 and "Unsupported topology: a job of 24 ranks" in r.stderr, r.stderr[-3000:]
-    r = _plan_cli("--model", cfg, "--instance", "inf2.48xlarge", "--nodes", "2", "--tp", "8", "--seq", "64")
-    assert r.returncode == 1 and "runs no collectives across instances" in r.stderr, r.stderr[-3000:]
+    r = run_python(f"""
+from torch_neuronx.plan import PlanError, plan
+p = plan({cfg!r}, instance="trn1.32xlarge", tp=8, fsdp=4, seq=64)
+assert (p.tp, p.fsdp, p.fits) == (8, 4, True), p.layout
+for kwargs, message in [(dict(instance="trn1.32xlarge", tp=8, fsdp=3), "Unsupported topology: a job of 24 ranks"),
+                        (dict(instance="inf2.48xlarge", nodes=2, tp=8), "runs no collectives across instances")]:
+    try:
+        plan({cfg!r}, seq=64, **kwargs)
+        raise AssertionError(f"{{kwargs}} was accepted")
+    except PlanError as e:
+        assert message in str(e), e
+print("OK")
+""")
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout[-2000:] + r.stderr[-4000:]
 
 
 # ---- traced: the job AWS runs, and the attention memory plan ----------------------------------------------------
@@ -199,15 +206,16 @@ def test_long_sequence_plan_has_no_score_matrix(tmp_path):
     holds nothing of that size: its peak stays below one head's scores; Transformers' eager attention, which
     does materialise them, plans above eight heads' worth."""
     cfg = _config(tmp_path, TINY)
-    seq = 8192
-    one_head_scores = seq * seq * 2
-    r = _plan_cli("--model", cfg, "--instance", "trn2.48xlarge", "--tp", "1", "--fsdp", "1", "--seq", str(seq),
-                  "--json")
-    assert r.returncode == 0, r.stderr[-3000:]
-    flash = json.loads(r.stdout)
-    tensors = flash["peak_per_core"] - flash["by_category"]["runtime_reserve"]
-    assert tensors < one_head_scores, flash["by_category"]
-    r = _plan_cli("--model", cfg, "--instance", "trn2.48xlarge", "--tp", "1", "--fsdp", "1", "--seq", str(seq),
-                  "--attention", "eager", "--json")
-    eager = json.loads(r.stdout)
-    assert eager["peak_per_core"] - eager["by_category"]["runtime_reserve"] > 8 * one_head_scores
+    r = run_python(f"""
+from torch_neuronx.plan import plan
+seq = 8192
+one_head_scores = seq * seq * 2
+tensors = {{}}
+for attention in ("sdpa", "eager"):
+    p = plan({cfg!r}, instance="trn2.48xlarge", tp=1, fsdp=1, seq=seq, attention=attention)
+    tensors[attention] = p.peak_per_core - p.by_category["runtime_reserve"]
+assert tensors["sdpa"] < one_head_scores, tensors
+assert tensors["eager"] > 8 * one_head_scores, tensors
+print("OK", tensors)
+""")
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout[-2000:] + r.stderr[-4000:]

@@ -171,7 +171,7 @@ class CostCounter(TorchDispatchMode):
         self.cost = StepCost(streams=[([], 1.0)])
         self.ops: list[Op] = self.cost.streams[0][0]
         self._fake_mode_on_entry = None
-        self._buffer_ids: dict[int, int] = {}
+        self._buffers: dict[int, tuple] = {}   # storage address -> (buffer id, StorageWeakRef)
         self._next_id = 0
         self._optimizer_depth = 0
         self._hooks = []
@@ -205,25 +205,30 @@ class CostCounter(TorchDispatchMode):
         except (RuntimeError, NotImplementedError):
             return None
 
-    def _read_id(self, t: torch.Tensor) -> int:
-        key = self._storage_key(t)
-        if key is None or key not in self._buffer_ids:
-            self._next_id += 1
-            if key is not None:
-                self._buffer_ids[key] = self._next_id
-            return self._next_id
-        return self._buffer_ids[key]
+    def _known(self, t: torch.Tensor, key: int | None) -> int | None:
+        """The buffer id of T's storage if this counter has seen that storage alive (an address a freed storage
+        used is a new buffer: tensors made outside this mode, e.g. by another trace's garbage being collected, may
+        land there)."""
+        entry = self._buffers.get(key) if key is not None else None
+        return entry[0] if entry is not None and not entry[1].expired() else None
 
-    def _write_id(self, t: torch.Tensor, read_keys: set) -> int:
-        """An output's buffer: the input's when the op wrote in place (same storage), else a new one (a freed
-        storage's address may come back for a new tensor: it is a new buffer)."""
-        key = self._storage_key(t)
-        if key is not None and key in read_keys and key in self._buffer_ids:
-            return self._buffer_ids[key]
+    def _new_id(self, t: torch.Tensor, key: int | None) -> int:
+        from torch.multiprocessing.reductions import StorageWeakRef
         self._next_id += 1
         if key is not None:
-            self._buffer_ids[key] = self._next_id
+            self._buffers[key] = (self._next_id, StorageWeakRef(t.untyped_storage()))
         return self._next_id
+
+    def _read_id(self, t: torch.Tensor) -> int:
+        key = self._storage_key(t)
+        known = self._known(t, key)
+        return known if known is not None else self._new_id(t, key)
+
+    def _write_id(self, t: torch.Tensor, read_keys: set) -> int:
+        """An output's buffer: the input's when the op wrote in place (same storage), else a new one."""
+        key = self._storage_key(t)
+        known = self._known(t, key) if key in read_keys else None
+        return known if known is not None else self._new_id(t, key)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         from torch.distributed.tensor import DTensor
