@@ -106,8 +106,12 @@ NOT_EXPRESSIBLE = (
               f"{OLD_DECODER_CSV} @ 8907253c"),
 )
 
-# estimated / published tokens/s, as bench/plan_accuracy.py --published measured them (see docs/plan.md).
-RATIOS: dict[str, float] = {}
+# estimated / published tokens/s, as bench/plan_accuracy.py --published measured them on 2026-12-05 (docs/plan.md).
+RATIOS: dict[str, float] = {
+    "llama2-7b@2.21": 1.044, "llama2-7b@2.20": 0.981, "llama2-7b@2.18": 1.069, "gpt3-6.7b@2.6": 1.433,
+    # held out
+    "llama3.1-8b@2.24": 0.767, "gpt3-6.7b-16n@2.13": 0.939, "gpt3-6.7b-16n@2.6": 1.106, "llama2-7b@2.15": 1.226,
+}
 
 
 def band(chip: str = "Trainium1") -> tuple[tuple[float, float] | None, str]:
