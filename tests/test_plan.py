@@ -207,6 +207,7 @@ def test_plan_sweep_ranks_fitting_layouts_first(tmp_path):
     # tables too: a terminal run prints the ranked layouts
     r = _plan_cli("--model", cfg, "--instance", "trn1.2xlarge", "--seq", "64", "--sweep")
     assert r.returncode == 0 and "TP=2 x FSDP=1" in r.stdout and "ranked" in r.stdout, r.stdout
+    assert "x AWS's measured figures" in r.stdout, r.stdout   # the error band, from AWS's published runs
 
 
 def test_sweep_order_rule():

@@ -196,6 +196,8 @@ def test_sixteen_instance_job_with_accumulation_and_selective_checkpointing(tmp_
     assert links[("all_reduce", 8)]["link"] == "NeuronLink" and not links[("all_reduce", 8)]["overlapped"]
     assert e["breakdown"]["tensor_engine"] > 0 and 0 < e["mfu"] < 1
     assert e["hbm_bytes"] < e["hbm_bytes_unfused"]
+    from torch_neuronx.plan import published
+    assert e["band"] == list(published.band()[0]) and "published trn1 runs" in e["band_source"]
     r = _plan_cli("--model", cfg, "--instance", "trn1.32xlarge", "--nodes", "16", "--tp", "8", "--seq", "256",
                   "--global-batch", "1000")
     assert r.returncode == 1 and "not a multiple of micro-batch 1 x FSDP 64" in r.stderr, r.stderr[-2000:]

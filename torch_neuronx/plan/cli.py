@@ -115,8 +115,8 @@ def _band(e) -> str:
     if not e.band:
         return ""
     lo, hi = e.band
-    return (f" [likely {e.tokens_per_second / hi:,.0f}-{e.tokens_per_second / lo:,.0f}: estimates were "
-            f"{lo:.2f}-{hi:.2f}x AWS's measured figures]")
+    return (f" (likely {e.tokens_per_second / hi:,.0f}-{e.tokens_per_second / lo:,.0f}: estimates were "
+            f"{lo:.2f}-{hi:.2f}x AWS's measured figures)")
 
 
 def _print_plan(console, p) -> None:
