@@ -6,6 +6,11 @@ largest over the ranks). Prints planned / measured per case; every ratio should 
     .venv/bin/python bench/plan_accuracy.py                 # every model x layout (1, 2, 4 and 8 ranks)
     .venv/bin/python bench/plan_accuracy.py --models tiny-llama --max-world 2
     .venv/bin/python bench/plan_accuracy.py --scale         # Llama-3.1-70B TP8 x FSDP8 on trn2.48xlarge: time, RSS
+    .venv/bin/python bench/plan_accuracy.py --published     # estimated / published tokens/s on AWS's trn1 runs
+
+--published plans every configuration of AWS's published trn1 training figures (torch_neuronx/plan/published.py:
+the shared table, then the held-out figures, then the rows a TP x FSDP layout cannot express) and prints estimated /
+published tokens/s per row, next to the ratio the plan's error band was last derived from.
 
 Run it under `flock /tmp/torchneuron-heavy.lock` on a shared machine.
 """
@@ -128,20 +133,30 @@ def accuracy(args) -> int:
     return 0 if ok else 1
 
 
+def _timed_plan(cmd: list[str], what: str) -> None:
+    """Run one `torchneuron plan ... --json` in a fresh process; print its wall time, peak host RSS and answer."""
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    p = json.loads(r.stdout)
+    print(f"plan {what}: {wall:.1f} s wall, peak host RSS so far {rss / 2**30:.2f} GiB, exit {r.returncode}, per core "
+          f"{p['peak_per_core'] / 2**30:.2f} GiB of {p['hbm_per_core'] / 2**30:.0f}, fits {p['fits']}, est. "
+          f"{p['estimate']['tokens_per_second']:,.0f} tokens/s", flush=True)
+
+
 def scale(args) -> int:
-    """Llama-3.1-70B, TP=8 x FSDP=8 on trn2.48xlarge, seq 4096: wall time and peak host RSS of one plan, then the
-    sweep over every valid layout (each in a fresh process, so each has its own RSS)."""
-    cmd = [sys.executable, "-m", "torch_neuronx.cli", "plan", "--model", "llama-3.1-70b", "--instance",
-           "trn2.48xlarge", "--tp", "8", "--fsdp", "8", "--seq", "4096", "--json"]
+    """Llama-3.1-70B, TP=8 x FSDP=8 on trn2.48xlarge, seq 4096: wall time and peak host RSS of one plan; a job as
+    large as AWS's published ones (Llama-2-7B on 32 trn1.32xlarge, 1,024 ranks simulated); then the 70B sweep over
+    every valid layout (each in a fresh process)."""
+    plan = [sys.executable, "-m", "torch_neuronx.cli", "plan"]
+    _timed_plan(plan + ["--model", "llama-2-7b", "--instance", "trn1.32xlarge", "--nodes", "32", "--tp", "8", "--seq",
+                        "4096", "--global-batch", "1024", "--activation-checkpointing", "selective", "--json"],
+                "llama-2-7b 32 x trn1.32xlarge TP8 x FSDP128 seq 4096 selective")
+    cmd = plan + ["--model", "llama-3.1-70b", "--instance", "trn2.48xlarge", "--tp", "8", "--fsdp", "8", "--seq",
+                  "4096", "--json"]
     for extra in ([], ["--activation-checkpointing"]):
-        t = time.perf_counter()
-        r = subprocess.run(cmd + extra, capture_output=True, text=True)
-        wall = time.perf_counter() - t
-        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-        p = json.loads(r.stdout)
-        print(f"plan llama-3.1-70b TP8 x FSDP8 seq 4096 {' '.join(extra) or '(no AC)'}: {wall:.1f} s wall, "
-              f"peak host RSS so far {rss / 2**30:.2f} GiB, exit {r.returncode}, per core "
-              f"{p['peak_per_core'] / 2**30:.2f} GiB of {p['hbm_per_core'] / 2**30:.0f}, fits {p['fits']}", flush=True)
+        _timed_plan(cmd + extra, f"llama-3.1-70b TP8 x FSDP8 seq 4096 {' '.join(extra) or '(no AC)'}")
     t = time.perf_counter()
     r = subprocess.run(cmd[:-5] + ["--seq", "4096", "--sweep", "--activation-checkpointing", "--json"],
                        capture_output=True, text=True)
@@ -153,6 +168,56 @@ def scale(args) -> int:
         print(f"  {p['layout']:<16} {p['peak_per_core'] / 2**30:6.2f} GiB fits={p['fits']} "
               f"est {p['estimate']['step_seconds']:.2f} s/step {p['estimate']['tokens_per_second']:,.0f} tok/s")
     return 0
+
+
+def published_accuracy(args) -> int:
+    """Estimated / published tokens/s for every expressible row of AWS's published trn1 figures."""
+    import datetime
+
+    import torch
+    import transformers
+
+    from torch_neuronx.plan import planner, published
+
+    folder = tempfile.mkdtemp(prefix="plan-published-")
+    print(f"{datetime.date.today()}: torch {torch.__version__}, transformers {transformers.__version__}; "
+          f"estimate vs AWS's published trn1.32xlarge training throughput (tokens/s for the job)")
+    print(f"{'row':<20} {'layout':<22} {'seq':>5} {'GBS':>5} {'AC':<9} {'estimated':>10} {'published':>10} "
+          f"{'ratio':>6} {'recorded':>8} {'MFU':>4}  wall s")
+    worst, rows = 0.0, []
+    for title, table in (("shared table", published.TABLE), ("held out", published.HELD_OUT)):
+        print(f"-- {title}")
+        for row in table:
+            if args.rows and row.id not in args.rows:
+                continue
+            t0 = time.perf_counter()
+            p = planner.plan(published.model_argument(row, folder), instance=row.instance, tp=row.tp, fsdp=row.dp,
+                             seq=row.seq, batch=1, nodes=row.nodes, global_batch=row.global_batch,
+                             activation_checkpointing=row.checkpointing, attention=row.attention)
+            wall = time.perf_counter() - t0
+            est = p.estimate.tokens_per_second
+            ratio = est / row.tokens_per_second
+            recorded = published.RATIOS.get(row.id)
+            if title == "shared table":
+                worst = max(worst, abs(ratio - 1))
+            rows.append(dict(id=row.id, held_out=title != "shared table", estimated=est,
+                             published=row.tokens_per_second, ratio=ratio, mfu=p.estimate.mfu,
+                             breakdown=p.estimate.breakdown, micro_batch_seconds=p.estimate.micro_batch_seconds))
+            layout = f"{row.nodes}n TP{row.tp} x FSDP{row.dp}"
+            print(f"{row.id:<20} {layout:<22} {row.seq:>5} {row.global_batch:>5} {row.checkpointing:<9} "
+                  f"{est:>10,.0f} {row.tokens_per_second:>10,.0f} {ratio:>6.3f} "
+                  f"{'-' if recorded is None else f'{recorded:.3f}':>8} {p.estimate.mfu:>4.0%}  {wall:6.1f}",
+                  flush=True)
+    print("-- not expressible as TP x FSDP (pipeline parallelism; torchneuron plan has no --pp yet)")
+    for row in published.NOT_EXPRESSIBLE:
+        print(f"{row.id:<20} {f'{row.nodes}n TP{row.tp} x PP{row.pp} x DP{row.dp}':<22} {row.seq:>5} "
+              f"{row.global_batch:>5} {row.checkpointing:<9} {'':>10} {row.tokens_per_second:>10,.0f}")
+    print(f"shared table: worst |ratio - 1| = {worst:.3f}: "
+          f"{'all within 0.75-1.25' if worst <= 0.25 else 'OUT OF 0.75-1.25'}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+    return 0 if worst <= 0.25 else 1
 
 
 def main() -> int:
@@ -168,6 +233,9 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--json", help="also write the rows here")
     ap.add_argument("--scale", action="store_true", help="the 70B time / RSS check instead of the accuracy table")
+    ap.add_argument("--published", action="store_true",
+                    help="estimated / published tokens/s on AWS's published trn1 training figures")
+    ap.add_argument("--rows", nargs="+", help="with --published: only these row ids")
     args = ap.parse_args()
     if args.worker:
         worker(args)
@@ -176,6 +244,8 @@ def main() -> int:
     # other checkouts) hold NeuronCores in the shared core registry, and a held core would fail a rank.
     os.environ.setdefault("TORCHNEURON_CORE_REGISTRY", tempfile.mkdtemp(prefix="plan-accuracy-cores-"))
     os.environ.setdefault("TORCHNEURON_INSTANCE", "trn2.48xlarge")  # up to 8 ranks: not a small host's 4-core default
+    if args.published:
+        return published_accuracy(args)
     return scale(args) if args.scale else accuracy(args)
 
 

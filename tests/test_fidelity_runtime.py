@@ -275,8 +275,44 @@ except Exception as e:
 
 def test_trn1_refuses_an_unsupported_collective_group_at_creation():
     r = run_python(GROUP_OF_24, env={"TORCHNEURON_INSTANCE": "trn1.32xlarge"}, timeout=120)
-    assert "CollectiveTopologyError Unsupported topology: a collective group of 24 ranks on trn1.32xlarge" in r.stdout
+    assert "CollectiveTopologyError Unsupported topology: a job of 24 ranks on trn1.32xlarge" in r.stdout
     assert "1, 2, 8, 16 or a multiple of 32" in r.stdout, r.stdout + r.stderr
+
+
+SUBGROUPS_OF_FOUR = r"""
+import torch, torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+dist.init_process_group("neuron")
+rank = dist.get_rank()
+mesh = init_device_mesh("neuron", (4, 2), mesh_dim_names=("dp", "tp"))   # DP groups of 4 ranks strided by TP
+for dim in ("dp", "tp"):
+    ranks = dist.get_process_group_ranks(mesh.get_group(dim))
+    x = torch.full((3,), float(rank), device="neuron")
+    dist.all_reduce(x, group=mesh.get_group(dim))
+    assert x.cpu().tolist() == [float(sum(ranks))] * 3, (dim, ranks, x)
+print("OK", rank, len(dist.get_process_group_ranks(mesh.get_group("dp"))))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_trn1_runs_groups_of_four_inside_a_world_it_accepts(tmp_path):
+    """AWS runs TP 8 x DP 4 on a trn1.32xlarge: the collective rule counts the job's cores, not each group's. An
+    8-rank job (a world trn1 accepts) with a (DP 4, TP 2) DeviceMesh creates its DP groups of 4 and all-reduces
+    over them with the sums a CPU computes."""
+    import subprocess
+    import sys
+
+    from test_distributed_launch import dist_env, free_port
+    script = tmp_path / "subgroups.py"
+    script.write_text(SUBGROUPS_OF_FOUR)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=8", "--master-addr=127.0.0.1",
+           f"--master-port={free_port()}", "--max-restarts=0", "--monitor-interval=0.5", str(script)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                       env=dist_env(TORCHNEURON_INSTANCE="trn1.32xlarge"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    assert sorted(line.split()[1] for line in r.stdout.splitlines() if line.startswith("OK")) == list("01234567")
+    assert all(line.endswith(" 4") for line in r.stdout.splitlines() if line.startswith("OK")), r.stdout
 
 
 # ---- the TRL CLI on the default instance -----------------------------------------------------------------------

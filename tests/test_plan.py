@@ -159,7 +159,8 @@ def test_plan_cli_preset_json():
 
 def test_plan_bad_inputs(tmp_path):
     """Heads TP does not divide, an unknown instance, an unknown model, a model that is not a causal LM, a degree
-    of 0, groups the platform cannot run: exit 1 with what works."""
+    of 0, a world the platform cannot run, a layout that leaves cores of a multi-instance job idle: exit 1 with what
+    works."""
     r = _plan_cli("--model", "qwen2.5-7b", "--instance", "trn2.48xlarge", "--tp", "8")
     assert r.returncode == 1, r.stderr
     assert "28 attention heads" in r.stderr and "4 key/value heads" in r.stderr, r.stderr
@@ -173,12 +174,13 @@ def test_plan_bad_inputs(tmp_path):
     assert r.returncode == 1 and "model_type 'vit' has no causal-LM class" in r.stderr, r.stderr
     r = _plan_cli("--model", "llama-3.1-8b", "--tp", "0")
     assert r.returncode == 1 and "--tp and --fsdp must be positive" in r.stderr, r.stderr
-    # group sizes and rings: the runtime's rule (torch_neuronx/runtime/collective_groups.py)
-    r = _plan_cli("--model", "llama-3.1-8b", "--instance", "trn1.32xlarge", "--tp", "4", "--fsdp", "8")
-    assert r.returncode == 1 and "TP group of TP=4 x FSDP=8" in r.stderr, r.stderr
+    # the job's world: the runtime's rule (torch_neuronx/runtime/collective_groups.py)
+    r = _plan_cli("--model", "llama-3.1-8b", "--instance", "trn1.32xlarge", "--tp", "8", "--fsdp", "3")
+    assert r.returncode == 1 and "TP=8 x FSDP=3 (24 cores)" in r.stderr, r.stderr
     assert "Unsupported topology" in r.stderr and "1, 2, 8, 16 or a multiple of 32" in r.stderr, r.stderr
-    r = _plan_cli("--model", "llama-3.1-8b", "--instance", "inf2.24xlarge", "--tp", "2", "--fsdp", "2")
-    assert r.returncode == 1 and "FSDP group of TP=2 x FSDP=2" in r.stderr and "not contiguous" in r.stderr, r.stderr
+    r = _plan_cli("--model", "llama-3.1-8b", "--instance", "trn1.32xlarge", "--nodes", "2", "--tp", "8",
+                  "--fsdp", "4")
+    assert r.returncode == 1 and "a job on 2 instances of 32 cores runs 64" in r.stderr, r.stderr
 
 
 def test_plan_layout_that_does_not_fit_names_the_best_that_does(tmp_path):
@@ -205,6 +207,7 @@ def test_plan_sweep_ranks_fitting_layouts_first(tmp_path):
     # tables too: a terminal run prints the ranked layouts
     r = _plan_cli("--model", cfg, "--instance", "trn1.2xlarge", "--seq", "64", "--sweep")
     assert r.returncode == 0 and "TP=2 x FSDP=1" in r.stdout and "ranked" in r.stdout, r.stdout
+    assert "x AWS's measured figures" in r.stdout, r.stdout   # the error band, from AWS's published runs
 
 
 def test_sweep_order_rule():
@@ -224,7 +227,7 @@ def test_sweep_order_rule():
     assert [p.name for p in sorted(plans, key=_rank)] == ["fast-fit", "slow-fit", "miss-near", "miss-far"]
 
 
-@pytest.mark.parametrize("dtype,checkpointing", [("bf16", False), ("fp32", True)])
+@pytest.mark.parametrize("dtype,checkpointing", [("bf16", "none"), ("fp32", "full"), ("bf16", "selective")])
 def test_planned_peak_matches_the_emulator_one_process(tmp_path, dtype, checkpointing):
     """The planned per-core peak of a tiny Llama's step against the same step run for real on the emulator."""
     cfg = _config(tmp_path, TINY)
@@ -235,7 +238,7 @@ from torch_neuronx.plan.measure import measure_step
 from torch_neuronx.plan.step import StepSpec
 from torch_neuronx.plan.trace import trace_step
 config, _ = load_config({cfg!r})
-spec = StepSpec(seq=128, batch=2, dtype={dtype!r}, activation_checkpointing={checkpointing})
+spec = StepSpec(seq=128, batch=2, dtype={dtype!r}, activation_checkpointing={checkpointing!r})
 planned = trace_step(config, spec).peak_bytes
 real = measure_step(config, spec, torch.device("neuron", 0))
 print("RATIO", planned, real["peak_bytes"], planned / real["peak_bytes"])

@@ -8,7 +8,12 @@ Per rank, in a process group of world size tp * fsdp:
     `fully_shard`). from_pretrained does that on the meta device and then loads each rank's shard; the sharded
     parameters a step starts from are the same;
   * parameters in the chosen dtype (bf16: pure bf16 training, as `from_pretrained(dtype=torch.bfloat16)`; fp32),
-    optionally Transformers' activation checkpointing;
+    attention as Transformers' "sdpa" (scaled_dot_product_attention: the fused flash kernel on neuron, the default)
+    or "eager" (the scores materialised, softmax, a second matmul), and optionally activation checkpointing:
+    "full" is Transformers' gradient checkpointing (each decoder layer recomputed in backward), "selective"
+    recomputes only the attention kernel (what AWS's NeuronX Distributed runs call selective checkpointing: the
+    core attention recomputed, the rest of the layer's activations kept), as a user gets it with Transformers'
+    public AttentionInterface (an attention function wrapped in torch.utils.checkpoint);
   * the step: causal-LM loss on a [batch, seq] micro-batch (labels = inputs), backward, optimizer step
     (torch.optim.AdamW or SGD with its defaults), zero_grad(set_to_none=True).
 The measured step is a steady-state one: the optimizer state already exists (it is created by a first step).
@@ -22,6 +27,9 @@ import torch
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 OPTIMIZERS = ("adamw", "sgd")
+CHECKPOINTING = ("none", "full", "selective")
+ATTENTION = ("sdpa", "eager")
+SELECTIVE_ATTENTION = "sdpa_recomputed"   # the attention implementation name "selective" registers
 
 
 @dataclass(frozen=True)
@@ -33,11 +41,22 @@ class StepSpec:
     batch: int = 1
     dtype: str = "bf16"
     optimizer: str = "adamw"
-    activation_checkpointing: bool = False
+    activation_checkpointing: str = "none"   # none / full / selective (True / False: full / none)
+    global_batch: int | None = None          # sequences per optimizer step over the job (None: batch x fsdp)
+    attention: str = "sdpa"                  # Transformers' attn_implementation: sdpa (the fused kernel) or eager
+
+    def __post_init__(self):
+        if isinstance(self.activation_checkpointing, bool) or self.activation_checkpointing is None:
+            object.__setattr__(self, "activation_checkpointing", "full" if self.activation_checkpointing else "none")
 
     @property
     def world(self) -> int:
         return self.tp * self.fsdp
+
+    @property
+    def accumulation(self) -> int:
+        """Micro-batches per optimizer step (gradient accumulation)."""
+        return self.global_batch // (self.batch * self.fsdp) if self.global_batch else 1
 
 
 def make_mesh(spec: StepSpec):
@@ -60,7 +79,7 @@ def create_model(config, spec: StepSpec, device: torch.device):
     from transformers.initialization import no_tie_weights
 
     with torch.device(device), no_tie_weights():
-        model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[spec.dtype])
+        model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[spec.dtype], attn_implementation=spec.attention)
     model.train()
     return model
 
@@ -74,9 +93,25 @@ def distribute(model, spec: StepSpec, mesh):
         dist_config, _, mesh_manager = mesh
         model = type(model).maybe_distribute_model(model, dist_config, mesh_manager)
     model.tie_weights(recompute_mapping=False)  # as from_pretrained's _finalize_model_loading, after sharding
-    if spec.activation_checkpointing:
+    if spec.activation_checkpointing == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    elif spec.activation_checkpointing == "selective":
+        _register_selective_attention()
+        model.set_attn_implementation(SELECTIVE_ATTENTION)
     return model
+
+
+def _recomputed_sdpa(module, query, key, value, attention_mask, **kwargs):
+    """Transformers' SDPA attention, its kernel recomputed in backward instead of keeping its output."""
+    from torch.utils.checkpoint import checkpoint
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    return checkpoint(sdpa_attention_forward, module, query, key, value, attention_mask, use_reentrant=False,
+                      **kwargs)
+
+
+def _register_selective_attention() -> None:
+    from transformers import AttentionInterface
+    AttentionInterface.register(SELECTIVE_ATTENTION, _recomputed_sdpa)
 
 
 def build_model(config, spec: StepSpec, device: torch.device, mesh=None):

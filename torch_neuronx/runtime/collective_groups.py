@@ -1,18 +1,22 @@
-"""Which collective groups a Neuron platform can run, checked when a process group is created.
+"""Which sets of cores a Neuron platform's collectives can run over, checked when a job's process group is made.
 
-Neuron's collectives run over the chips' links, and the runtime only builds the rings it has
-algorithms for (AWS documentation; docs/fidelity.md):
-  trn1/trn1n: 1, 2, 8, 16 or a multiple of 32 cores; any other count fails with "Unsupported
-              topology" (e.g. 24 cores). trn1.2xlarge has no links: groups of its 1 or 2 cores.
-  inf2:       a ring: any count of contiguous cores.
-  trn2/trn3:  AWS documents no group-size restriction for Trainium2 (NeuronLink-v3 torus) or
-              Trainium3 (NeuronSwitch all-to-all), and its Trn2 training guides use groups of 2, 4, 8,
-              16, 32 and 64 ranks: every size is accepted.
+Neuron's collectives run over the chips' links, and the runtime only loads the collective programs it has
+algorithms for (AWS documentation and error reports; docs/fidelity.md):
+  trn1/trn1n: the job's collectives span 1, 2, 8, 16 or a multiple of 32 cores; any other count fails with
+              "nrt_load_collectives: Unsupported topology. Supported number of Neuron Cores is 1, 2, 8, 16 or a
+              multiple of 32" (e.g. 24 cores: aws-neuron-sdk/optimum-neuron reports such as optimum-neuron #424,
+              #619). The count is the job's world on its instances (NEURON_RT_NUM_CORES / the ranks launched),
+              not each replica group inside it: AWS's own published trn1 runs use TP 8 x DP 4 on one
+              trn1.32xlarge (GPT3-6.7B, DP groups of 4 cores) and TP 8 x DP 4 x PP 4 (Llama2-7B, PP groups of
+              4), so groups of 4 inside a 32-core world run. trn1.2xlarge has no links: worlds of its 1 or 2 cores.
+  inf2:       a ring: any count of contiguous cores (a job's visible cores are one contiguous range).
+  trn2/trn3:  AWS documents no size restriction for Trainium2 (NeuronLink-v3 torus) or Trainium3 (NeuronSwitch
+              all-to-all), and its Trn2 training guides use 2 to 64 ranks: every size is accepted.
 
-`valid_collective_group_sizes(instance, up_to)` lists the sizes (for `torchneuron plan`);
-`check_collective_group(size, ranks, instance)` raises CollectiveTopologyError naming the valid sizes.
-The c10d backend "neuron" calls the check for every group it creates (init_process_group, new_group,
-split_group, each DeviceMesh dimension).
+`valid_collective_group_sizes(instance, up_to)` lists the world sizes (for `torchneuron plan`);
+`check_collective_group(size, ranks, instance)` raises CollectiveTopologyError naming the valid sizes for a world
+(ranks None: the default group) and accepts every sub-group of a valid world. The c10d backend "neuron" calls it for
+every group it creates (init_process_group, new_group, split_group, each DeviceMesh dimension).
 """
 
 from __future__ import annotations
@@ -53,7 +57,11 @@ def _describe(inst: InstanceType) -> str:
 
 def check_collective_group(size: int, ranks: list[int] | None = None,
                            instance: str | InstanceType | None = None) -> None:
-    """Raise CollectiveTopologyError if `size` ranks (global `ranks`, if known) cannot form a group here."""
+    """Raise CollectiveTopologyError if a job's world of `size` ranks (`ranks` None: the default group) cannot run
+    collectives here. A sub-group (`ranks` given: TP, DP or PP replica groups, DeviceMesh dimensions) of a world the
+    platform accepts runs whatever its size: the rule counts the cores the job's collectives are loaded on."""
+    if ranks is not None:
+        return
     if instance is None:  # this process's instance, without starting the runtime (a group may bind it first)
         from .. import runtime
         instance = runtime.topology().instance if runtime.started() else runtime.instance_name()
@@ -62,13 +70,6 @@ def check_collective_group(size: int, ranks: list[int] | None = None,
         below = max(n for n in range(1, size) if _trn1_ok(n))
         above = next(n for n in range(size + 1, size + 33) if _trn1_ok(n))
         raise CollectiveTopologyError(
-            f"Unsupported topology: a collective group of {size} ranks on {inst.name} ({inst.chip}). Neuron's "
-            f"collectives on Trainium1 run over {_describe(inst)}. Use a group of {below} or {above} ranks "
-            f"(change the tensor/data parallel degrees or the DeviceMesh shape).")
-    if inst.chip == "Inferentia2" and ranks is not None and len(ranks) > 1:
-        ordered = sorted(ranks)
-        if ordered != list(range(ordered[0], ordered[0] + len(ordered))):
-            raise CollectiveTopologyError(
-                f"Unsupported topology: the collective group {ranks} on {inst.name} is not contiguous. "
-                f"Inferentia2 chips are linked in a ring: a group must be {_describe(inst)}, e.g. ranks "
-                f"{list(range(ordered[0], ordered[0] + len(ordered)))}.")
+            f"Unsupported topology: a job of {size} ranks on {inst.name} ({inst.chip}). Neuron's collectives on "
+            f"Trainium1 run over {_describe(inst)} (the job's whole world; groups inside it may have any size). "
+            f"Launch {below} or {above} ranks (change the number of processes or instances).")
