@@ -1,0 +1,430 @@
+"""Context parallelism of every Diffusers transformer that carries a `_cp_plan`, across NeuronCores, unmodified
+Diffusers: each rank holds the whole model and 1/N of the sequence; attention runs as Ulysses (an all-to-all of the
+heads) or Ring attention (every rank's K/V gathered, partial attentions merged by their log-sum-exp); the c10d
+"neuron" backend moves the data, and the output equals one CPU process's.
+
+    python examples/hf_diffusers_cp.py --cp 2               # every planned transformer, Ulysses and ring, torchrun
+    python examples/hf_diffusers_cp.py --cp 4 --models WanTransformer3DModel --kinds ring --compile-ways
+
+For each transformer class of the installed Diffusers whose `_cp_plan` is set (Flux, Flux2, QwenImage, Wan,
+ChronoEdit, Helios, LTX, LTX-2 and MiniMax-H3 in Diffusers 0.42.1), the launcher saves a tiny random model like a
+real checkpoint (safetensors), computes its output on CPU, then starts one `torchrun` in which every rank, for each
+model and each kind of context parallelism (`ContextParallelConfig(ulysses_degree=N)` or `(ring_degree=N)`):
+
+  1. shards after loading: `from_pretrained(path)`, then `model.enable_parallelism(config=cp)`
+  2. shards while loading: `from_pretrained(path, parallel_config=cp)`
+
+and runs each eager and compiled (`torch.compile(backend="neuron")`; `--compile-ways` picks after which way) on
+`neuron:LOCAL_RANK`; each rank's output is compared with the CPU output. Ring attention needs an attention kernel that
+returns its log-sum-exp: Diffusers' `native` backend has none (it refuses ring attention on every device), so ring
+runs select `_native_flash` (`model.set_attention_backend("_native_flash")`), which calls
+`aten::_scaled_dot_product_flash_attention`; the plugin implements it on neuron. What every rank runs is the
+user's script:
+
+    dist.init_process_group("neuron")
+    model = WanTransformer3DModel.from_pretrained(path, parallel_config=ContextParallelConfig(ulysses_degree=world))
+    model.to(f"neuron:{local_rank}")
+
+Against CUDA the script differs only in the backend name ("neuron" instead of "nccl") and the device string.
+Combinations Diffusers 0.42.1 itself cannot run, on any device, are listed in REFUSALS (with the line and the upstream
+fix) and checked to fail as they do: ring attention with the default backend, text masks, LTX-2's own plan, TP and CP
+together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import hf_common  # noqa: E402,F401
+import torch  # noqa: E402
+import torch_neuronx  # noqa: E402
+
+import hf_diffusers_tp  # noqa: E402
+
+WAYS = hf_diffusers_tp.WAYS
+KINDS = ("ulysses", "ring")
+ATOL = hf_diffusers_tp.ATOL
+# The attention backend ring attention runs with: the one Diffusers 0.42.1 backend that returns the log-sum-exp the
+# ring merges without a CUDA-only package (attention_dispatch.py, `_native_flash_attention`).
+RING_BACKEND = "_native_flash"
+
+
+# ---- tiny configs and inputs of the planned transformers ------------------------------------------------------------
+# Every head count is divisible by 4 (Ulysses gives each rank heads / N heads) and every split sequence (video
+# tokens, text tokens, the rotary tables) by 4 (Diffusers splits it in N equal parts), so each model runs over 2 or 4
+# ranks. Flux, Flux2 and QwenImage use the tensor-parallel example's configs.
+
+def _video_inputs(g: torch.Generator) -> dict:
+    """Wan-style video latents: 2 frames of 4 x 4, patches of 1 x 2 x 2: 8 tokens; 8 text tokens."""
+    return {"hidden_states": torch.randn(1, 16, 2, 4, 4, generator=g), "timestep": torch.tensor([500]),
+            "encoder_hidden_states": torch.randn(1, 8, 32, generator=g)}
+
+
+def _ltx_inputs(g: torch.Generator) -> dict:
+    frames, height, width, text = 2, 2, 2, 8
+    return {"hidden_states": torch.randn(1, frames * height * width, 8, generator=g),
+            "encoder_hidden_states": torch.randn(1, text, 32, generator=g), "timestep": torch.tensor([500]),
+            "encoder_attention_mask": None, "num_frames": frames, "height": height, "width": width}
+
+
+def _ltx2_inputs(g: torch.Generator) -> dict:
+    frames, height, width, text, audio = 2, 2, 2, 8, 4
+    return {"hidden_states": torch.randn(1, frames * height * width, 4, generator=g),
+            "audio_hidden_states": torch.randn(1, audio, 4, generator=g),
+            "encoder_hidden_states": torch.randn(1, text, 32, generator=g),
+            "audio_encoder_hidden_states": torch.randn(1, text, 32, generator=g), "timestep": torch.tensor([500]),
+            # passed, as the pipeline does: Diffusers' split hook looks up every planned input (an absent one raises)
+            "encoder_attention_mask": None, "audio_encoder_attention_mask": None, "num_frames": frames, "height": height, "width": width, "audio_num_frames": audio, "fps": 24.0}
+
+
+def _qwenimage_inputs(g: torch.Generator) -> dict:
+    """As the QwenImage pipeline calls it for prompts without padding: no text mask (it drops an all-ones one)."""
+    return dict(hf_diffusers_tp.TINY["QwenImageTransformer2DModel"][1](g), encoder_hidden_states_mask=None)
+
+
+def _minimax_h3_inputs(g: torch.Generator) -> dict:
+    """One packed sequence: 4 text rows, 8 video rows, 4 audio rows, each tagged with its modality."""
+    text, video, audio = 4, 8, 4
+    rows = text + video + audio
+    tags = torch.tensor([1] * text + [0] * video + [2] * audio)
+    positions = torch.stack([torch.arange(rows), torch.arange(rows) % 2, torch.arange(rows) % 3], -1)
+    return {"hidden_states": torch.randn(1, video, 16, generator=g),
+            "audio_hidden_states": torch.randn(1, audio, 8, generator=g),
+            "encoder_hidden_states": torch.randn(1, text, 32, generator=g),
+            "timestep": torch.tensor([0.5, 0.9]), "timestep_indices": (torch.arange(rows) >= text).long(),
+            "token_tags": tags, "position_ids": positions, "video_indices": torch.arange(text, text + video),
+            "audio_indices": torch.arange(text + video, rows), "text_indices": torch.arange(text)}
+
+
+_WAN = dict(patch_size=(1, 2, 2), num_attention_heads=4, attention_head_dim=8, in_channels=16, out_channels=16,
+            text_dim=32, freq_dim=32, ffn_dim=32, num_layers=1, rope_max_seq_len=32)
+
+TINY = {
+    **{name: hf_diffusers_tp.TINY[name] for name in ("FluxTransformer2DModel", "Flux2Transformer2DModel")},
+    "QwenImageTransformer2DModel": (hf_diffusers_tp.TINY["QwenImageTransformer2DModel"][0], _qwenimage_inputs),
+    "WanTransformer3DModel": (_WAN, _video_inputs),
+    "ChronoEditTransformer3DModel": (_WAN, _video_inputs),
+    # Helios's _cp_plan names the attention and FFN modules of blocks 0..39 (transformer_helios.py), so it only
+    # applies to a model of at least 40 blocks: a tiny one has 40 narrow blocks.
+    "HeliosTransformer3DModel": ({k: v for k, v in _WAN.items() if k != "rope_max_seq_len"} | dict(
+        num_layers=40, rope_dim=(2, 2, 4)), _video_inputs),
+    "LTXVideoTransformer3DModel": (dict(in_channels=8, out_channels=8, patch_size=1, patch_size_t=1,
+                                        num_attention_heads=4, attention_head_dim=8, cross_attention_dim=32,
+                                        num_layers=1, caption_channels=32), _ltx_inputs),
+    "LTX2VideoTransformer3DModel": (dict(in_channels=4, out_channels=4, patch_size=1, patch_size_t=1,
+                                         num_attention_heads=4, attention_head_dim=8, cross_attention_dim=32,
+                                         audio_in_channels=4, audio_out_channels=4, audio_num_attention_heads=4,
+                                         audio_attention_head_dim=4, audio_cross_attention_dim=16, num_layers=1,
+                                         caption_channels=32, rope_double_precision=False),
+                                    _ltx2_inputs),
+    # head_dim 12: its rotary embedding rotates 2 x 3 axes x rope_freq_dim channels of every head
+    "MiniMaxH3Transformer3DModel": (dict(num_attention_heads=4, attention_head_dim=12, hidden_size=48, num_layers=1,
+                                         num_refiner_layers=1, ffn_dim=32, in_channels=4, audio_in_channels=8,
+                                         text_dim=32, freq_dim=32, time_embed_hidden_dim=32, time_embed_dim=16,
+                                         rope_freq_dim=2), _minimax_h3_inputs),
+}
+
+
+
+def _ltx2_plan_with_cross_attention_rope() -> dict:
+    """LTX-2's _cp_plan plus the split of its audio-video cross-attention rotary table (`cross_attn_rope`): the
+    class's plan (transformer_ltx2.py:1125) splits the video rows and `rope`'s tables but not that one, so the
+    video queries of the audio-to-video attention (split) meet an unsplit table, on every device."""
+    from diffusers import LTX2VideoTransformer3DModel
+    from diffusers.models._modeling_parallel import ContextParallelInput
+    split = ContextParallelInput(split_dim=1, expected_dims=3, split_output=True)
+    return dict(LTX2VideoTransformer3DModel._cp_plan, cross_attn_rope={0: split, 1: split})
+
+
+# A plan given to enable_parallelism(cp_plan=...) where the class's own does not apply (Diffusers' documented way of
+# supplying one); from_pretrained(parallel_config=...) has no such argument, so it keeps the class's plan.
+PLAN_FIXES = {"LTX2VideoTransformer3DModel": _ltx2_plan_with_cross_attention_rope}
+
+# Text masks as the pipelines pass them for padded prompts (the inputs above have none).
+MASKS = {
+    "LTXVideoTransformer3DModel": lambda: {"encoder_attention_mask": torch.ones(1, 8, dtype=torch.long)},
+    "LTX2VideoTransformer3DModel": lambda: {"encoder_attention_mask": torch.ones(1, 8, dtype=torch.long),
+                                            "audio_encoder_attention_mask": torch.ones(1, 8, dtype=torch.long)},
+    "QwenImageTransformer2DModel": lambda: {"encoder_hidden_states_mask": torch.ones(1, 8, dtype=torch.long)},
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """A combination Diffusers 0.42.1 itself cannot run, on any device (CUDA too): run to check it still fails so."""
+    what: str
+    model: str
+    kind: str
+    expect: str                       # the start of the error Diffusers raises
+    where: str                        # where in Diffusers, and the upstream fix
+    way: str = "enable_parallelism"
+    backend: str | None = None        # attention backend (None: the kind's default here)
+    masks: bool = False               # with the pipelines' text masks
+    config: str = "cp"                # "cp"; "bare": a bare ContextParallelConfig to from_pretrained; "tp+cp"
+
+
+REFUSALS = (
+    Refusal("ring attention with Diffusers' default attention backend", "FluxTransformer2DModel", "ring",
+            "ValueError: Native attention does not support return_lse=True", backend="native",
+            where="attention_dispatch.py:876, _native_attention_forward_op: ring attention merges the partial "
+                  "attentions by their log-sum-exp, which the `native` backend (F.scaled_dot_product_attention) does "
+                  "not return; select `_native_flash` (as here) or, on CUDA, `_native_cudnn`/`flash`"),
+    Refusal("a bare ContextParallelConfig given to from_pretrained", "FluxTransformer2DModel", "ulysses",
+            "AttributeError: 'ContextParallelConfig' object has no attribute 'tensor_parallel_config'",
+            way="from_pretrained", config="bare",
+            where="modeling_utils.py:1242 reads `parallel_config.tensor_parallel_config` of every config that is not "
+                  "a TensorParallelConfig; fix: getattr(parallel_config, 'tensor_parallel_config', None), as "
+                  "enable_parallelism does (modeling_utils.py:1765); meanwhile wrap it: ParallelConfig("
+                  "context_parallel_config=...)"),
+    Refusal("tensor and context parallelism together", "FluxTransformer2DModel", "ulysses",
+            "ValueError: Combining context parallelism and tensor parallelism in a single `ParallelConfig` is not "
+            "supported", config="tp+cp",
+            where="_modeling_parallel.py:221, ParallelConfig.__post_init__ refuses both configs, and "
+                  "enable_parallelism cannot be called twice (modeling_utils.py:1757): no 2-D TP x CP mesh in "
+                  "0.42.1"),
+    Refusal("LTX-2 with its own plan", "LTX2VideoTransformer3DModel", "ulysses",
+            "RuntimeError: The size of tensor a", way="from_pretrained",
+            where="transformer_ltx2.py:1125, the _cp_plan does not split `cross_attn_rope`'s outputs; fix: add "
+                  "`\"cross_attn_rope\": {0: ContextParallelInput(split_dim=1, expected_dims=3, split_output=True), "
+                  "1: ...}` (enable_parallelism(cp_plan=...) runs with it here)"),
+    *(Refusal("a text mask under Ulysses", model, "ulysses", "RuntimeError: The size of tensor a", masks=True,
+              where=f"{source}, the processor expands the mask to all heads before Ulysses gives each rank heads / N "
+                    f"of them (attention_dispatch.py:2575 gathers only its sequence); fix: keep the mask "
+                    f"broadcastable over heads ([batch, 1, 1, keys]), as QwenImage does")
+      for model, source in (("LTXVideoTransformer3DModel", "transformer_ltx.py:77"),
+                            ("LTX2VideoTransformer3DModel", "transformer_ltx2.py:176"))),
+    *(Refusal("a text mask under ring attention", model, "ring",
+              "ValueError: `attn_mask` is not supported for native flash attention", masks=True,
+              where="attention_dispatch.py:3895: `_native_flash`, the one backend returning the log-sum-exp off "
+                    "CUDA, takes no mask, and TemplatedRingAttention (attention_dispatch.py:2386) passes every "
+                    "iteration the whole mask while K/V rotate; fix: rotate the mask's key blocks with K/V and let "
+                    "`_native_efficient` return the log-sum-exp (aten._scaled_dot_product_efficient_attention "
+                    "takes a mask)")
+      for model in ("QwenImageTransformer2DModel", "LTXVideoTransformer3DModel")),
+)
+
+
+def planned_classes() -> tuple[str, ...]:
+    """Every transformer class of the installed Diffusers with a context-parallel plan (`_cp_plan`)."""
+    return hf_diffusers_tp.planned_classes("_cp_plan")
+
+
+def _outputs(out) -> list[torch.Tensor]:
+    """Every tensor a transformer returned (return_dict=False): the video sample, and MiniMax-H3's audio sample."""
+    return [t for t in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(t, torch.Tensor)]
+
+
+def build(name: str, root: str, seed: int = 0) -> str:
+    """Save the tiny `name`, its inputs and every output of its CPU forward under root/name."""
+    path = hf_diffusers_tp.build(name, root, seed, tiny=TINY)
+    config, make_inputs = TINY[name]
+    import diffusers
+    model = getattr(diffusers, name).from_pretrained(path).eval()
+    io = torch.load(os.path.join(path, "io.pt"))
+    with torch.no_grad():
+        io["reference"] = _outputs(model(**io["inputs"], return_dict=False))
+    torch.save(io, os.path.join(path, "io.pt"))
+    return path
+
+
+# ---- what every rank runs --------------------------------------------------------------------------------------------
+
+def cp_config(kind: str, world: int):
+    from diffusers import ContextParallelConfig
+    return ContextParallelConfig(**{f"{kind}_degree": world})
+
+
+def load_parallel(name: str, path: str, kind: str, way: str, world: int, device: torch.device,
+                  backend: str | None = None, config: str = "cp"):
+    """The model of `path` on `device`, context-parallel over the world (`config`: see Refusal)."""
+    import diffusers
+    from diffusers import ParallelConfig, TensorParallelConfig
+
+    cls = getattr(diffusers, name)
+    # Set for every model, Ulysses's too: set_attention_backend also makes its backend the process-wide default for
+    # models loaded later (modeling_utils.py:668), so an earlier ring model would otherwise choose it.
+    backend = backend or (RING_BACKEND if kind == "ring" else "native")
+    cp = cp_config(kind, world)
+    parallel = {"cp": ParallelConfig(context_parallel_config=cp), "bare": cp,
+                "tp+cp": lambda: ParallelConfig(context_parallel_config=cp,
+                                                tensor_parallel_config=TensorParallelConfig(tp_degree=world))}[config]
+    if way == "enable_parallelism":
+        model = cls.from_pretrained(path)
+        model.set_attention_backend(backend)
+        plan = PLAN_FIXES[name]() if name in PLAN_FIXES else None
+        model.enable_parallelism(config=parallel() if callable(parallel) else parallel, cp_plan=plan)
+    else:
+        # A ContextParallelConfig wrapped in a ParallelConfig: see REFUSALS for the bare one.
+        model = cls.from_pretrained(path, parallel_config=parallel() if callable(parallel) else parallel)
+        model.set_attention_backend(backend)
+    return model.to(device).eval()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def _diff(outs: list[torch.Tensor], reference: list[torch.Tensor]) -> float:
+    return max(float((o.float().cpu() - r).abs().max()) for o, r in zip(outs, reference, strict=True))
+
+
+def run_models(args, rank: int, world: int, device: torch.device) -> list[dict]:
+    rows = []
+    for name in args.models:
+        path = os.path.join(args.root, name)
+        io = torch.load(os.path.join(path, "io.pt"))
+        inputs = hf_diffusers_tp._to(io["inputs"], device)
+        for kind in args.kinds:
+            for way in WAYS:
+                if any(r.model == name and r.way == way and not r.masks and r.config == "cp" and r.backend is None
+                       for r in REFUSALS):
+                    continue  # Diffusers cannot run it (LTX-2's own plan, either kind): checked in run_refusals
+                modes = ("eager", "compiled") if way in args.compile_ways.get(kind, ()) else ("eager",)
+                model = load_parallel(name, path, kind, way, world, device)
+                for mode in modes:
+                    t0 = time.monotonic()
+                    if mode == "compiled":
+                        torch._dynamo.reset()
+                        model.compile(backend="neuron", dynamic=False)
+                    row = dict(model=name, kind=kind, way=way, mode=mode, rank=rank)
+                    try:
+                        with torch.no_grad():
+                            outs = _outputs(model(**inputs, return_dict=False))
+                        row.update(device=str(outs[0].device), diff=_diff(outs, io["reference"]))
+                    except Exception as e:  # noqa: BLE001 - reported per run; the launcher fails with it
+                        row["error"] = _first_line(e)
+                    row["seconds"] = round(time.monotonic() - t0, 1)
+                    if mode == "compiled":
+                        row["graphs"] = torch_neuronx.compile_stats()["graphs_compiled"]
+                    rows.append(row)
+                del model
+    return rows
+
+
+def run_refusals(args, rank: int, world: int, device: torch.device) -> list[dict]:
+    """Every Refusal whose model this run built: the error Diffusers raises."""
+    rows = []
+    for i, refusal in enumerate(REFUSALS):
+        if refusal.model not in args.models:
+            continue
+        path = os.path.join(args.root, refusal.model)
+        inputs = dict(torch.load(os.path.join(path, "io.pt"))["inputs"])
+        if refusal.masks:
+            inputs.update(MASKS[refusal.model]())
+        row = dict(refusal=i, model=refusal.model, kind=refusal.kind, rank=rank)
+        try:
+            model = load_parallel(refusal.model, path, refusal.kind, refusal.way, world, device,
+                                  backend=refusal.backend, config=refusal.config)
+            with torch.no_grad():
+                model(**hf_diffusers_tp._to(inputs, device), return_dict=False)
+            row["error"] = None
+        except Exception as e:  # noqa: BLE001 - the point: which error
+            row["error"] = _first_line(e)
+        rows.append(row)
+    return rows
+
+
+def worker(args) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group(backend="neuron")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device("neuron", int(os.environ.get("LOCAL_RANK", rank)))
+    torch.neuron.set_device(device)
+    args.compile_ways = json.loads(args.compile_ways)
+    rows = run_models(args, rank, world, device) + run_refusals(args, rank, world, device)
+    with open(os.path.join(args.out, f"rank{rank}.json"), "w") as f:
+        json.dump(rows, f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+# ---- the launcher ----------------------------------------------------------------------------------------------------
+
+def check(rows: list[dict], atol: float) -> list[dict]:
+    """The rows that went wrong: an error or a difference, or a refusal that now runs or fails otherwise."""
+    bad = []
+    for row in rows:
+        if "refusal" in row:
+            if not (row["error"] or "").startswith(REFUSALS[row["refusal"]].expect):
+                bad.append(row)
+        elif "error" in row or row["diff"] > atol:
+            bad.append(row)
+    return bad
+
+
+def launch(args) -> dict:
+    root = tempfile.mkdtemp(prefix="tiny-cp-models-")
+    for name in args.models:
+        build(name, root)
+    out = tempfile.mkdtemp(prefix="diffusers-cp-")
+    compile_ways = {kind: list(args.compile_ways) for kind in args.kinds}
+    if args.alternate_compile:
+        # compiled after one way per kind, the other way for the other kind: both ways compiled, half the compiles
+        compile_ways = {kind: [WAYS[i % len(WAYS)]] for i, kind in enumerate(args.kinds)}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.cp}",
+           os.path.abspath(__file__), "--worker", "--root", root, "--out", out, "--models", *args.models,
+           "--kinds", *args.kinds, "--compile-ways-json", json.dumps(compile_ways)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
+    if r.returncode != 0:
+        raise RuntimeError(f"torchrun failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}")
+    rows = [row for k in range(args.cp) for row in json.load(open(os.path.join(out, f"rank{k}.json")))]
+    for row in rows:
+        if row["rank"] != 0:
+            continue
+        if "refusal" in row:
+            refusal = REFUSALS[row["refusal"]]
+            print(f"[cp={args.cp}] {row['model']:30s} {row['kind']:8s} {refusal.what}: refused by Diffusers "
+                  f"({row['error']}) - {refusal.where}")
+        else:
+            what = row.get("error") or f"max|diff| {row['diff']:.2e}"
+            print(f"[cp={args.cp}] {row['model']:30s} {row['kind']:8s} {row['way']:18s} {row['mode']:8s} vs CPU: "
+                  f"{what}  ({row['seconds']} s)")
+    result = dict(cp=args.cp, rows=rows, seconds=round(time.monotonic() - t0, 1), log=r.stdout + r.stderr)
+    bad = check(rows, args.atol)
+    assert not bad, "\n".join(json.dumps(b) for b in bad)
+    return result
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cp", type=int, default=2, help="context-parallel degree (ranks)")
+    p.add_argument("--models", nargs="+", default=None,
+                   help="transformer classes (default: every class of the installed Diffusers with a _cp_plan)")
+    p.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS),
+                   help="ulysses: ContextParallelConfig(ulysses_degree=N); ring: (ring_degree=N)")
+    p.add_argument("--compile-ways", nargs="*", choices=WAYS, default=list(WAYS),
+                   help="after which ways of sharding the model is also compiled (default both; none: eager only)")
+    p.add_argument("--alternate-compile", action="store_true",
+                   help="compile Ulysses after enable_parallelism and ring after from_pretrained only")
+    p.add_argument("--atol", type=float, default=ATOL)
+    p.add_argument("--timeout", type=int, default=3600)
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--root", help=argparse.SUPPRESS)
+    p.add_argument("--out", help=argparse.SUPPRESS)
+    p.add_argument("--compile-ways-json", dest="compile_ways_json", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        args.compile_ways = args.compile_ways_json
+        return worker(args)
+    args.models = args.models or list(planned_classes())
+    missing = [m for m in args.models if m not in TINY]
+    if missing:
+        raise SystemExit(f"no tiny config for {', '.join(missing)}: add one to TINY in {__file__}")
+    return launch(args)
+
+
+if __name__ == "__main__":
+    main()
