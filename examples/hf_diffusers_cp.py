@@ -3,8 +3,9 @@ Diffusers: each rank holds the whole model and 1/N of the sequence; attention ru
 heads) or Ring attention (every rank's K/V gathered, partial attentions merged by their log-sum-exp); the c10d
 "neuron" backend moves the data, and the output equals one CPU process's.
 
-    python examples/hf_diffusers_cp.py --cp 2               # every planned transformer, Ulysses and ring, torchrun
-    python examples/hf_diffusers_cp.py --cp 4 --models WanTransformer3DModel --kinds ring --compile-ways
+    python examples/hf_diffusers_cp.py --cp 2           # every planned transformer, Ulysses and ring, torchrun
+    python examples/hf_diffusers_cp.py --cp 4 --models WanTransformer3DModel --kinds ring --compiled-runs none
+    python examples/hf_diffusers_cp.py --cp 2 --compiled-runs once          # what the test runs: a compile per class
 
 For each transformer class of the installed Diffusers whose `_cp_plan` is set (Flux, Flux2, QwenImage, Wan,
 ChronoEdit, Helios, LTX, LTX-2 and MiniMax-H3 in Diffusers 0.42.1), the launcher saves a tiny random model like a
@@ -14,8 +15,8 @@ model and each kind of context parallelism (`ContextParallelConfig(ulysses_degre
   1. shards after loading: `from_pretrained(path)`, then `model.enable_parallelism(config=cp)`
   2. shards while loading: `from_pretrained(path, parallel_config=cp)`
 
-and runs each eager and compiled (`torch.compile(backend="neuron")`; `--compile-ways` picks after which way) on
-`neuron:LOCAL_RANK`; each rank's output is compared with the CPU output. Ring attention needs an attention kernel that
+and runs each eager and compiled (`torch.compile(backend="neuron")`, or `--compile regional`: Diffusers'
+`compile_repeated_blocks`; `--compiled-runs` picks which runs are compiled) on `neuron:LOCAL_RANK`; each rank's output is compared with the CPU output. Ring attention needs an attention kernel that
 returns its log-sum-exp: Diffusers' `native` backend has none (it refuses ring attention on every device), so ring
 runs select `_native_flash` (`model.set_attention_backend("_native_flash")`), which calls
 `aten::_scaled_dot_product_flash_attention`; the plugin implements it on neuron. What every rank runs is the
@@ -108,15 +109,20 @@ def _minimax_h3_inputs(g: torch.Generator) -> dict:
 _WAN = dict(patch_size=(1, 2, 2), num_attention_heads=4, attention_head_dim=8, in_channels=16, out_channels=16,
             text_dim=32, freq_dim=32, ffn_dim=32, num_layers=1, rope_max_seq_len=32)
 
+_HELIOS = {k: v for k, v in _WAN.items() if k != "rope_max_seq_len"} | dict(rope_dim=(2, 2, 4))
+# A case of its own: a class name with a variant after "/" (the class is what comes before).
+HELIOS_2_BLOCKS = "HeliosTransformer3DModel/2 blocks"
+
 TINY = {
     **{name: hf_diffusers_tp.TINY[name] for name in ("FluxTransformer2DModel", "Flux2Transformer2DModel")},
     "QwenImageTransformer2DModel": (hf_diffusers_tp.TINY["QwenImageTransformer2DModel"][0], _qwenimage_inputs),
     "WanTransformer3DModel": (_WAN, _video_inputs),
     "ChronoEditTransformer3DModel": (_WAN, _video_inputs),
-    # Helios's _cp_plan names the attention and FFN modules of blocks 0..39 (transformer_helios.py), so it only
-    # applies to a model of at least 40 blocks: a tiny one has 40 narrow blocks.
-    "HeliosTransformer3DModel": ({k: v for k, v in _WAN.items() if k != "rope_max_seq_len"} | dict(
-        num_layers=40, rope_dim=(2, 2, 4)), _video_inputs),
+    # Helios's _cp_plan names the attention and FFN modules of blocks 0..39 (transformer_helios.py:573): it applies
+    # to models of 40 blocks (the released one), so the tiny one has 40 narrow blocks. Compiling all 40 (one graph
+    # of ~6000 ops) takes minutes; the compiled run uses HELIOS_2_BLOCKS.
+    "HeliosTransformer3DModel": (_HELIOS | dict(num_layers=40), _video_inputs),
+    HELIOS_2_BLOCKS: (_HELIOS | dict(num_layers=2), _video_inputs),
     "LTXVideoTransformer3DModel": (dict(in_channels=8, out_channels=8, patch_size=1, patch_size_t=1,
                                         num_attention_heads=4, attention_head_dim=8, cross_attention_dim=32,
                                         num_layers=1, caption_channels=32), _ltx_inputs),
@@ -145,9 +151,29 @@ def _ltx2_plan_with_cross_attention_rope() -> dict:
     return dict(LTX2VideoTransformer3DModel._cp_plan, cross_attn_rope={0: split, 1: split})
 
 
-# A plan given to enable_parallelism(cp_plan=...) where the class's own does not apply (Diffusers' documented way of
-# supplying one); from_pretrained(parallel_config=...) has no such argument, so it keeps the class's plan.
-PLAN_FIXES = {"LTX2VideoTransformer3DModel": _ltx2_plan_with_cross_attention_rope}
+def _helios_plan_for_its_blocks(model) -> dict:
+    """Helios's _cp_plan with its per-block output gathers for the model's own blocks instead of blocks 0..39."""
+    from diffusers.models._modeling_parallel import ContextParallelOutput
+    plan = {k: v for k, v in type(model)._cp_plan.items() if not k[len("blocks."):].split(".")[0].isdigit()}
+    for i in range(len(model.blocks)):
+        for part in ("attn1", "attn2", "ffn"):
+            plan[f"blocks.{i}.{part}"] = ContextParallelOutput(gather_dim=1, expected_dims=3)
+    return plan
+
+
+# The plan given to enable_parallelism(cp_plan=...) (Diffusers' documented way of supplying one) where the class's own
+# does not apply; from_pretrained(parallel_config=...) has no such argument: it keeps the class's plan (REFUSALS).
+PLANS = {"LTX2VideoTransformer3DModel": lambda model: _ltx2_plan_with_cross_attention_rope(),
+         HELIOS_2_BLOCKS: _helios_plan_for_its_blocks}
+# Cases run eager only (EAGER_ONLY[case] is the case compiled in their place).
+EAGER_ONLY = {"HeliosTransformer3DModel": HELIOS_2_BLOCKS}
+# Cases that are variants of another class's case: not a class of their own in `planned_classes`.
+VARIANTS = {HELIOS_2_BLOCKS}
+
+
+def class_of(case: str) -> str:
+    return case.split("/")[0]
+
 
 # Text masks as the pipelines pass them for padded prompts (the inputs above have none).
 MASKS = {
@@ -196,6 +222,11 @@ REFUSALS = (
             where="transformer_ltx2.py:1125, the _cp_plan does not split `cross_attn_rope`'s outputs; fix: add "
                   "`\"cross_attn_rope\": {0: ContextParallelInput(split_dim=1, expected_dims=3, split_output=True), "
                   "1: ...}` (enable_parallelism(cp_plan=...) runs with it here)"),
+    Refusal("Helios's own plan on a model of fewer than 40 blocks", HELIOS_2_BLOCKS, "ulysses",
+            "ValueError: '2' is not a submodule", way="from_pretrained",
+            where="transformer_helios.py:573-575 enumerate the gathers of blocks 0..39 (a plan is a dict and cannot "
+                  "hold both the split and the gather of `blocks.*.attn1`); fix: let a plan entry carry both, or "
+                  "take the gathers from the model's blocks"),
     *(Refusal("a text mask under Ulysses", model, "ulysses", "RuntimeError: The size of tensor a", masks=True,
               where=f"{source}, the processor expands the mask to all heads before Ulysses gives each rank heads / N "
                     f"of them (attention_dispatch.py:2575 gathers only its sequence); fix: keep the mask "
@@ -218,22 +249,54 @@ def planned_classes() -> tuple[str, ...]:
     return hf_diffusers_tp.planned_classes("_cp_plan")
 
 
+def cases_of(classes) -> list[str]:
+    """The cases that run the classes: each class, and its variants (HELIOS_2_BLOCKS)."""
+    return [c for c in TINY if class_of(c) in classes]
+
+
 def _outputs(out) -> list[torch.Tensor]:
     """Every tensor a transformer returned (return_dict=False): the video sample, and MiniMax-H3's audio sample."""
     return [t for t in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(t, torch.Tensor)]
 
 
-def build(name: str, root: str, seed: int = 0) -> str:
-    """Save the tiny `name`, its inputs and every output of its CPU forward under root/name."""
-    path = hf_diffusers_tp.build(name, root, seed, tiny=TINY)
-    config, make_inputs = TINY[name]
+def build(case: str, root: str, seed: int = 0) -> str:
+    """Save the tiny model of `case` (safetensors, as from_pretrained reads it), its inputs and every output of its
+    forward on CPU under root/case."""
     import diffusers
-    model = getattr(diffusers, name).from_pretrained(path).eval()
-    io = torch.load(os.path.join(path, "io.pt"))
+
+    config, make_inputs = TINY[case]
+    path = os.path.join(root, case.replace("/", "-").replace(" ", "_"))
+    torch.manual_seed(seed)
+    model = getattr(diffusers, class_of(case))(**config).eval()
+    model.save_pretrained(path)
+    inputs = make_inputs(torch.Generator().manual_seed(seed))
     with torch.no_grad():
-        io["reference"] = _outputs(model(**io["inputs"], return_dict=False))
-    torch.save(io, os.path.join(path, "io.pt"))
+        reference = _outputs(model(**inputs, return_dict=False))
+    torch.save({"inputs": inputs, "reference": reference}, os.path.join(path, "io.pt"))
     return path
+
+
+def compiled_runs(cases: list[str], kinds: list[str], how: str) -> dict[str, list[tuple[str, str]]]:
+    """case -> the (kind, way) runs that are also compiled. all: every run; once: one per case, the kind alternating
+    from case to case and the way every other case (both kinds and both ways are compiled, a compile per class);
+    none. A case whose way is refused compiles the other way; an EAGER_ONLY case compiles its stand-in instead."""
+    runs = {}
+    for i, case in enumerate(c for c in cases if c not in EAGER_ONLY):
+        ways = [w for w in WAYS if not refused_way(case, w)]
+        if how == "all":
+            runs[case] = [(k, w) for k in kinds for w in ways]
+        elif how == "once":
+            way = ways[(i // 2) % len(ways)] if len(ways) > 1 else ways[0]
+            runs[case] = [(kinds[i % len(kinds)], way)]
+        else:
+            runs[case] = []
+    return runs
+
+
+def refused_way(case: str, way: str) -> bool:
+    """Whether Diffusers cannot load `case` this way with its ordinary inputs (checked in run_refusals instead)."""
+    return any(r.model == case and r.way == way and not r.masks and r.config == "cp" and r.backend is None
+               for r in REFUSALS)
 
 
 # ---- what every rank runs --------------------------------------------------------------------------------------------
@@ -243,28 +306,31 @@ def cp_config(kind: str, world: int):
     return ContextParallelConfig(**{f"{kind}_degree": world})
 
 
-def load_parallel(name: str, path: str, kind: str, way: str, world: int, device: torch.device,
+def load_parallel(case: str, path: str, kind: str, way: str, world: int, device: torch.device,
                   backend: str | None = None, config: str = "cp"):
     """The model of `path` on `device`, context-parallel over the world (`config`: see Refusal)."""
     import diffusers
     from diffusers import ParallelConfig, TensorParallelConfig
 
-    cls = getattr(diffusers, name)
+    cls = getattr(diffusers, class_of(case))
     # Set for every model, Ulysses's too: set_attention_backend also makes its backend the process-wide default for
     # models loaded later (modeling_utils.py:668), so an earlier ring model would otherwise choose it.
     backend = backend or (RING_BACKEND if kind == "ring" else "native")
     cp = cp_config(kind, world)
-    parallel = {"cp": ParallelConfig(context_parallel_config=cp), "bare": cp,
-                "tp+cp": lambda: ParallelConfig(context_parallel_config=cp,
-                                                tensor_parallel_config=TensorParallelConfig(tp_degree=world))}[config]
+
+    def parallel():
+        if config == "bare":
+            return cp
+        tp = TensorParallelConfig(tp_degree=world) if config == "tp+cp" else None
+        return ParallelConfig(context_parallel_config=cp, tensor_parallel_config=tp)
+
     if way == "enable_parallelism":
         model = cls.from_pretrained(path)
         model.set_attention_backend(backend)
-        plan = PLAN_FIXES[name]() if name in PLAN_FIXES else None
-        model.enable_parallelism(config=parallel() if callable(parallel) else parallel, cp_plan=plan)
+        model.enable_parallelism(config=parallel(), cp_plan=PLANS[case](model) if case in PLANS else None)
     else:
         # A ContextParallelConfig wrapped in a ParallelConfig: see REFUSALS for the bare one.
-        model = cls.from_pretrained(path, parallel_config=parallel() if callable(parallel) else parallel)
+        model = cls.from_pretrained(path, parallel_config=parallel())
         model.set_attention_backend(backend)
     return model.to(device).eval()
 
@@ -278,25 +344,32 @@ def _diff(outs: list[torch.Tensor], reference: list[torch.Tensor]) -> float:
     return max(float((o.float().cpu() - r).abs().max()) for o, r in zip(outs, reference, strict=True))
 
 
-def run_models(args, rank: int, world: int, device: torch.device) -> list[dict]:
+def _compile(model, how: str) -> None:
+    torch._dynamo.reset()
+    if how == "regional":  # each repeated block (Diffusers' `_repeated_blocks`), as Diffusers recommends
+        model.compile_repeated_blocks(backend="neuron", dynamic=False)
+    else:
+        model.compile(backend="neuron", dynamic=False)
+
+
+def run_cases(args, rank: int, world: int, device: torch.device) -> list[dict]:
     rows = []
-    for name in args.models:
-        path = os.path.join(args.root, name)
+    for case in args.cases:
+        path = os.path.join(args.root, case.replace("/", "-").replace(" ", "_"))
         io = torch.load(os.path.join(path, "io.pt"))
         inputs = hf_diffusers_tp._to(io["inputs"], device)
+        compiled = [tuple(r) for r in args.compiled.get(case, [])]
         for kind in args.kinds:
             for way in WAYS:
-                if any(r.model == name and r.way == way and not r.masks and r.config == "cp" and r.backend is None
-                       for r in REFUSALS):
-                    continue  # Diffusers cannot run it (LTX-2's own plan, either kind): checked in run_refusals
-                modes = ("eager", "compiled") if way in args.compile_ways.get(kind, ()) else ("eager",)
-                model = load_parallel(name, path, kind, way, world, device)
-                for mode in modes:
+                if refused_way(case, way) or (case in VARIANTS and (kind, way) not in compiled):
+                    continue  # a variant runs where it is compiled
+                model = load_parallel(case, path, kind, way, world, device)
+                for mode in ("eager", "compiled") if (kind, way) in compiled else ("eager",):
                     t0 = time.monotonic()
+                    row = dict(model=case, kind=kind, way=way, mode=mode, rank=rank)
                     if mode == "compiled":
-                        torch._dynamo.reset()
-                        model.compile(backend="neuron", dynamic=False)
-                    row = dict(model=name, kind=kind, way=way, mode=mode, rank=rank)
+                        before = torch_neuronx.compile_stats()
+                        _compile(model, args.compile)
                     try:
                         with torch.no_grad():
                             outs = _outputs(model(**inputs, return_dict=False))
@@ -305,19 +378,22 @@ def run_models(args, rank: int, world: int, device: torch.device) -> list[dict]:
                         row["error"] = _first_line(e)
                     row["seconds"] = round(time.monotonic() - t0, 1)
                     if mode == "compiled":
-                        row["graphs"] = torch_neuronx.compile_stats()["graphs_compiled"]
+                        after = torch_neuronx.compile_stats()
+                        row.update(graphs=after["graphs_compiled"] - before["graphs_compiled"],
+                                   recompiles=len(after["recompiles"]) - len(before["recompiles"]),
+                                   graph_breaks=len(after["graph_breaks"]) - len(before["graph_breaks"]))
                     rows.append(row)
                 del model
     return rows
 
 
 def run_refusals(args, rank: int, world: int, device: torch.device) -> list[dict]:
-    """Every Refusal whose model this run built: the error Diffusers raises."""
+    """Every Refusal whose case this run built: the error Diffusers raises."""
     rows = []
     for i, refusal in enumerate(REFUSALS):
-        if refusal.model not in args.models:
+        if refusal.model not in args.cases:
             continue
-        path = os.path.join(args.root, refusal.model)
+        path = os.path.join(args.root, refusal.model.replace("/", "-").replace(" ", "_"))
         inputs = dict(torch.load(os.path.join(path, "io.pt"))["inputs"])
         if refusal.masks:
             inputs.update(MASKS[refusal.model]())
@@ -341,8 +417,8 @@ def worker(args) -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("neuron", int(os.environ.get("LOCAL_RANK", rank)))
     torch.neuron.set_device(device)
-    args.compile_ways = json.loads(args.compile_ways)
-    rows = run_models(args, rank, world, device) + run_refusals(args, rank, world, device)
+    args.compiled = json.loads(args.compiled_json)
+    rows = run_cases(args, rank, world, device) + run_refusals(args, rank, world, device)
     with open(os.path.join(args.out, f"rank{rank}.json"), "w") as f:
         json.dump(rows, f)
     dist.barrier()
@@ -365,16 +441,13 @@ def check(rows: list[dict], atol: float) -> list[dict]:
 
 def launch(args) -> dict:
     root = tempfile.mkdtemp(prefix="tiny-cp-models-")
-    for name in args.models:
-        build(name, root)
+    for case in args.cases:
+        build(case, root)
     out = tempfile.mkdtemp(prefix="diffusers-cp-")
-    compile_ways = {kind: list(args.compile_ways) for kind in args.kinds}
-    if args.alternate_compile:
-        # compiled after one way per kind, the other way for the other kind: both ways compiled, half the compiles
-        compile_ways = {kind: [WAYS[i % len(WAYS)]] for i, kind in enumerate(args.kinds)}
+    compiled = compiled_runs(args.cases, args.kinds, args.compiled_runs)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.cp}",
-           os.path.abspath(__file__), "--worker", "--root", root, "--out", out, "--models", *args.models,
-           "--kinds", *args.kinds, "--compile-ways-json", json.dumps(compile_ways)]
+           os.path.abspath(__file__), "--worker", "--root", root, "--out", out, "--cases-json", json.dumps(args.cases),
+           "--kinds", *args.kinds, "--compiled-json", json.dumps(compiled), "--compile", args.compile]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     t0 = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
@@ -386,13 +459,16 @@ def launch(args) -> dict:
             continue
         if "refusal" in row:
             refusal = REFUSALS[row["refusal"]]
-            print(f"[cp={args.cp}] {row['model']:30s} {row['kind']:8s} {refusal.what}: refused by Diffusers "
+            print(f"[cp={args.cp}] {row['model']:32s} {row['kind']:8s} {refusal.what}: refused by Diffusers "
                   f"({row['error']}) - {refusal.where}")
         else:
             what = row.get("error") or f"max|diff| {row['diff']:.2e}"
-            print(f"[cp={args.cp}] {row['model']:30s} {row['kind']:8s} {row['way']:18s} {row['mode']:8s} vs CPU: "
-                  f"{what}  ({row['seconds']} s)")
+            graphs = (f", {row['graphs']} graphs, {row['recompiles']} recompiles, {row['graph_breaks']} breaks"
+                      if "graphs" in row else "")
+            print(f"[cp={args.cp}] {row['model']:32s} {row['kind']:8s} {row['way']:18s} {row['mode']:8s} vs CPU: "
+                  f"{what}  ({row['seconds']} s{graphs})")
     result = dict(cp=args.cp, rows=rows, seconds=round(time.monotonic() - t0, 1), log=r.stdout + r.stderr)
+    print(f"[cp={args.cp}] torchrun: {result['seconds']} s")
     bad = check(rows, args.atol)
     assert not bad, "\n".join(json.dumps(b) for b in bad)
     return result
@@ -405,24 +481,26 @@ def main(argv=None):
                    help="transformer classes (default: every class of the installed Diffusers with a _cp_plan)")
     p.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS),
                    help="ulysses: ContextParallelConfig(ulysses_degree=N); ring: (ring_degree=N)")
-    p.add_argument("--compile-ways", nargs="*", choices=WAYS, default=list(WAYS),
-                   help="after which ways of sharding the model is also compiled (default both; none: eager only)")
-    p.add_argument("--alternate-compile", action="store_true",
-                   help="compile Ulysses after enable_parallelism and ring after from_pretrained only")
+    p.add_argument("--compiled-runs", choices=("all", "once", "none"), default="all",
+                   help="which runs are also compiled: all; once per class (kinds and ways alternating); none")
+    p.add_argument("--compile", choices=("full", "regional"), default="full",
+                   help="full: torch.compile the transformer; regional: its repeated blocks (compile_repeated_blocks)")
     p.add_argument("--atol", type=float, default=ATOL)
     p.add_argument("--timeout", type=int, default=3600)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--root", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
-    p.add_argument("--compile-ways-json", dest="compile_ways_json", help=argparse.SUPPRESS)
+    p.add_argument("--cases-json", help=argparse.SUPPRESS)
+    p.add_argument("--compiled-json", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        args.compile_ways = args.compile_ways_json
+        args.cases = json.loads(args.cases_json)
         return worker(args)
     args.models = args.models or list(planned_classes())
     missing = [m for m in args.models if m not in TINY]
     if missing:
         raise SystemExit(f"no tiny config for {', '.join(missing)}: add one to TINY in {__file__}")
+    args.cases = cases_of(args.models)
     return launch(args)
 
 
