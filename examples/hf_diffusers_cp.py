@@ -299,6 +299,87 @@ def refused_way(case: str, way: str) -> bool:
                for r in REFUSALS)
 
 
+# ---- MiniMax-H3 end to end --------------------------------------------------------------------------------------------
+# MiniMax-H3 is a modular pipeline: a packed sequence of text, video and audio rows through one transformer, then a
+# video VAE and an audio VAE. Its text encoder (Qwen3-VL, whose hidden state 50 conditions the transformer) needs a
+# Qwen3VLProcessor, which Transformers 5.23 cannot make without torchvision (not installed here: the same reason the
+# compatibility suite lists for every Qwen-VL pipeline), so the pipeline runs from the prompt's embeddings: its
+# denoising (packed layout, noise, both schedulers, the transformer context-parallel) and decoding blocks.
+MINIMAX_H3_TEXT_ROWS = 5  # with 37 video rows (124 frames of 32 x 32) and 2 x 207 audio rows: 456, a multiple of 4
+MINIMAX_H3_CALL = dict(height=32, width=32, num_frames=124, num_inference_steps=3)  # 5.2 s at 24 fps, the shortest
+
+
+def build_minimax_h3_pipeline(root: str, seed: int = 0) -> str:
+    """Save the tiny components of a MiniMax-H3 pipeline (transformer, video VAE, audio VAE) and its output on CPU."""
+    from diffusers import AutoencoderKLMiniMaxH3, AutoencoderKLMiniMaxH3Audio, MiniMaxH3Transformer3DModel
+
+    path = os.path.join(root, "minimax-h3")
+    torch.manual_seed(seed)
+    config = TINY["MiniMaxH3Transformer3DModel"][0] | dict(in_channels=4, audio_in_channels=4)
+    MiniMaxH3Transformer3DModel(**config).save_pretrained(os.path.join(path, "transformer"))
+    AutoencoderKLMiniMaxH3(latent_channels=4, block_out_channels=(8,) * 6, layers_per_block=1, norm_num_groups=4,
+                           decoder_num_layers=1, decoder_num_attention_heads=2, decoder_attention_head_dim=8,
+                           decoder_num_register_tokens=1, latents_mean=(0.0,) * 4, latents_std=(1.0,) * 4
+                           ).save_pretrained(os.path.join(path, "vae"))
+    # 128 decoder channels: its 7 upsampling stages halve them
+    AutoencoderKLMiniMaxH3Audio(encoder_dim=4, latent_dim=16, latent_channels=4, num_attention_heads=2, decoder_dim=128,
+                                resblock_kernel_sizes=(3,), resblock_dilation_sizes=((1,),), latents_mean=[0.0] * 4,
+                                latents_std=[1.0] * 4).save_pretrained(os.path.join(path, "audio_vae"))
+    prompt_embeds = torch.randn(1, MINIMAX_H3_TEXT_ROWS, config["text_dim"], generator=torch.Generator().manual_seed(1))
+    torch.save(prompt_embeds, os.path.join(path, "prompt_embeds.pt"))
+    torch.save(generate_minimax_h3(load_minimax_h3_pipeline(path), path), os.path.join(path, "cpu.pt"))
+    return path
+
+
+def load_minimax_h3_pipeline(path: str, parallel_config=None, backend: str = "native"):
+    """The pipeline of the saved components; the transformer sharded while loading when `parallel_config` is given."""
+    from diffusers import AutoencoderKLMiniMaxH3, AutoencoderKLMiniMaxH3Audio, MiniMaxH3Scheduler
+    from diffusers import MiniMaxH3Transformer3DModel
+    from diffusers.modular_pipelines import SequentialPipelineBlocks
+    from diffusers.modular_pipelines.minimax_h3.modular_blocks_minimax_h3 import (MiniMaxH3CoreDenoiseStep,
+                                                                                   MiniMaxH3DecodeStep)
+
+    blocks = SequentialPipelineBlocks.from_blocks_dict({"denoise": MiniMaxH3CoreDenoiseStep(),
+                                                        "decode": MiniMaxH3DecodeStep()})
+    pipe = blocks.init_pipeline()
+    transformer = MiniMaxH3Transformer3DModel.from_pretrained(os.path.join(path, "transformer"),
+                                                             parallel_config=parallel_config)
+    transformer.set_attention_backend(backend)
+    pipe.update_components(transformer=transformer,
+                           vae=AutoencoderKLMiniMaxH3.from_pretrained(os.path.join(path, "vae")),
+                           audio_vae=AutoencoderKLMiniMaxH3Audio.from_pretrained(os.path.join(path, "audio_vae")),
+                           scheduler=MiniMaxH3Scheduler(shift=12.0), audio_scheduler=MiniMaxH3Scheduler(shift=3.0))
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def generate_minimax_h3(pipe, path: str) -> dict:
+    """A 124-frame video with its stereo soundtrack: the noise from a CPU generator (the same latents everywhere)."""
+    # on the pipeline's device, where its text encoder step would have left them
+    prompt_embeds = torch.load(os.path.join(path, "prompt_embeds.pt")).to(pipe._execution_device)
+    out = pipe(prompt_embeds=prompt_embeds, text_token_tags=torch.ones(MINIMAX_H3_TEXT_ROWS, dtype=torch.long),
+               generator=torch.Generator().manual_seed(0), output_type="np", output=["videos", "audio"],
+               **MINIMAX_H3_CALL)
+    return {"video": torch.as_tensor(out["videos"]).float().cpu(), "audio": out["audio"].float().cpu()}
+
+
+def run_minimax_h3_pipeline(args, rank: int, world: int, device: torch.device) -> list[dict]:
+    from diffusers import ParallelConfig
+    reference = torch.load(os.path.join(args.pipeline_path, "cpu.pt"))
+    rows = []
+    for kind in args.kinds:
+        t0 = time.monotonic()
+        parallel = ParallelConfig(context_parallel_config=cp_config(kind, world))
+        pipe = load_minimax_h3_pipeline(args.pipeline_path, parallel, RING_BACKEND if kind == "ring" else "native")
+        pipe.to(device)
+        out = generate_minimax_h3(pipe, args.pipeline_path)
+        rows.append(dict(pipeline="MiniMax-H3", kind=kind, rank=rank, transformer=str(pipe.transformer.device),
+                         shapes={k: list(v.shape) for k, v in out.items()},
+                         diff={k: float((out[k] - reference[k]).abs().max()) for k in reference},
+                         seconds=round(time.monotonic() - t0, 1)))
+    return rows
+
+
 # ---- what every rank runs --------------------------------------------------------------------------------------------
 
 def cp_config(kind: str, world: int):
@@ -419,6 +500,8 @@ def worker(args) -> None:
     torch.neuron.set_device(device)
     args.compiled = json.loads(args.compiled_json)
     rows = run_cases(args, rank, world, device) + run_refusals(args, rank, world, device)
+    if args.pipeline_path:
+        rows += run_minimax_h3_pipeline(args, rank, world, device)
     with open(os.path.join(args.out, f"rank{rank}.json"), "w") as f:
         json.dump(rows, f)
     dist.barrier()
@@ -434,6 +517,9 @@ def check(rows: list[dict], atol: float) -> list[dict]:
         if "refusal" in row:
             if not (row["error"] or "").startswith(REFUSALS[row["refusal"]].expect):
                 bad.append(row)
+        elif "pipeline" in row:
+            if max(row["diff"].values()) > atol:
+                bad.append(row)
         elif "error" in row or row["diff"] > atol:
             bad.append(row)
     return bad
@@ -443,11 +529,14 @@ def launch(args) -> dict:
     root = tempfile.mkdtemp(prefix="tiny-cp-models-")
     for case in args.cases:
         build(case, root)
+    pipeline = build_minimax_h3_pipeline(root) if args.pipeline and "MiniMaxH3Transformer3DModel" in args.models \
+        else None
     out = tempfile.mkdtemp(prefix="diffusers-cp-")
     compiled = compiled_runs(args.cases, args.kinds, args.compiled_runs)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.cp}",
            os.path.abspath(__file__), "--worker", "--root", root, "--out", out, "--cases-json", json.dumps(args.cases),
-           "--kinds", *args.kinds, "--compiled-json", json.dumps(compiled), "--compile", args.compile]
+           "--kinds", *args.kinds, "--compiled-json", json.dumps(compiled), "--compile", args.compile] \
+        + (["--pipeline-path", pipeline] if pipeline else [])
     env = dict(os.environ, OMP_NUM_THREADS="1")
     t0 = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
@@ -457,7 +546,11 @@ def launch(args) -> dict:
     for row in rows:
         if row["rank"] != 0:
             continue
-        if "refusal" in row:
+        if "pipeline" in row:
+            print(f"[cp={args.cp}] {row['pipeline']} pipeline, transformer {row['kind']} over {args.cp} ranks: video "
+                  f"{row['shapes']['video']} and audio {row['shapes']['audio']} vs CPU: max|diff| "
+                  f"{max(row['diff'].values()):.2e}  ({row['seconds']} s)")
+        elif "refusal" in row:
             refusal = REFUSALS[row["refusal"]]
             print(f"[cp={args.cp}] {row['model']:32s} {row['kind']:8s} {refusal.what}: refused by Diffusers "
                   f"({row['error']}) - {refusal.where}")
@@ -485,6 +578,8 @@ def main(argv=None):
                    help="which runs are also compiled: all; once per class (kinds and ways alternating); none")
     p.add_argument("--compile", choices=("full", "regional"), default="full",
                    help="full: torch.compile the transformer; regional: its repeated blocks (compile_repeated_blocks)")
+    p.add_argument("--no-pipeline", dest="pipeline", action="store_false",
+                   help="skip the MiniMax-H3 pipeline with its transformer context-parallel")
     p.add_argument("--atol", type=float, default=ATOL)
     p.add_argument("--timeout", type=int, default=3600)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -492,6 +587,7 @@ def main(argv=None):
     p.add_argument("--out", help=argparse.SUPPRESS)
     p.add_argument("--cases-json", help=argparse.SUPPRESS)
     p.add_argument("--compiled-json", help=argparse.SUPPRESS)
+    p.add_argument("--pipeline-path", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
         args.cases = json.loads(args.cases_json)
