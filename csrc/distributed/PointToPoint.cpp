@@ -6,7 +6,6 @@
 #include "distributed/CollectiveError.h"
 
 #include <c10/util/Exception.h>
-#include <c10/util/hash.h>
 
 #include <algorithm>
 #include <atomic>
@@ -37,8 +36,9 @@ struct End {
 // slot finished on both sides: the side that came first released it).
 struct Slot {
   uint32_t state;
-  int32_t error;  // errno of the copy, when it failed
-  End ends[2];    // the sender's, the receiver's
+  uint32_t sleepers;  // ranks asleep on `state`: a change wakes them only if there are any (a system call saved)
+  int32_t error;      // errno of the copy, when it failed
+  End ends[2];        // the sender's, the receiver's
 };
 
 constexpr uint32_t kSent = 1, kReceived = 2, kDone = 4, kRefused = 8, kFailed = 16;
@@ -50,19 +50,54 @@ uint32_t use_of(uint64_t n) { return static_cast<uint32_t>(n / SharedMemoryPoint
 
 std::atomic_ref<uint32_t> state_of(Slot* s) { return std::atomic_ref<uint32_t>(s->state); }
 
+// After a change of `state` (seq_cst): wakes the ranks asleep on it, if any.
+void wake(Slot* s) {
+  if (std::atomic_ref<uint32_t>(s->sleepers).load(std::memory_order_seq_cst) > 0) futex_wake_all_shared(&s->state);
+}
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Returns the slot's state once `ready(state)`: polls briefly (longer when the group has a CPU per rank: a peer
+// that is running answers within microseconds), then sleeps on it, registered in `sleepers` (seq_cst both: the
+// peer's wake() either sees the registration or changed the word before futex_wait compares it). `lost()` runs
+// every kCheckEvery of sleep: it throws if the peer exited or the timeout passed.
+template <typename Ready, typename Lost>
+uint32_t await_state(Slot* s, bool cpu_per_rank, Ready&& ready, Lost&& lost) {
+  auto state = state_of(s);
+  for (int i = 0, polls = cpu_per_rank ? 2000 : 64; i < polls; ++i) {
+    const uint32_t now = state.load(std::memory_order_acquire);
+    if (ready(now)) return now;
+    cpu_relax();
+  }
+  std::atomic_ref<uint32_t> asleep(s->sleepers);
+  for (;;) {
+    asleep.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t now = state.load(std::memory_order_seq_cst);
+    if (!ready(now)) futex_wait_shared(&s->state, now, SharedSegment::kCheckEvery);
+    asleep.fetch_sub(1, std::memory_order_seq_cst);
+    const uint32_t after = state.load(std::memory_order_acquire);
+    if (ready(after)) return after;
+    lost();
+  }
+}
+
 End end_of(const at::Tensor& t, uint64_t address) {
   End e{};
   e.pid = static_cast<int64_t>(getpid());
   e.address = address;
   e.bytes = static_cast<int64_t>(t.nbytes());
-  e.dtype = static_cast<int64_t>(t.scalar_type());
-  e.ndim = t.dim();
-  size_t h = 0;
-  for (int64_t i = 0; i < t.dim(); ++i) {
-    if (i < kDims) e.dims[i] = t.size(i);
-    h = c10::hash_combine(h, static_cast<size_t>(t.size(i)));
-  }
-  e.shape_hash = static_cast<int64_t>(h);
+  // Shape and dtype as the collectives' check records them.
+  const auto s = CollectiveSignature::of(c10d::OpType::UNKNOWN, t, 1, t.numel());
+  e.dtype = s.dtype;
+  e.ndim = s.ndim;
+  std::copy(s.dims.begin(), s.dims.end(), e.dims);
+  e.shape_hash = s.shape_hash;
   return e;
 }
 
@@ -143,8 +178,8 @@ struct SharedMemoryPointToPoint::Message {
     const uint32_t flags = state_of(slot).load(std::memory_order_acquire);
     if (!(flags & kDone)) return false;
     conclude(flags);
-    state_of(slot).store(static_cast<uint32_t>(((use + 1) & 0xffffffu) << 8), std::memory_order_release);
-    futex_wake_all_shared(&slot->state);
+    state_of(slot).store(static_cast<uint32_t>(((use + 1) & 0xffffffu) << 8), std::memory_order_seq_cst);
+    wake(slot);  // a poster of the slot's next message may be waiting for it
     return true;
   }
 };
@@ -169,19 +204,21 @@ class PointToPointWork : public c10d::Work {
     const auto start = std::chrono::steady_clock::now();
     const auto limit = timeout == kNoTimeout ? p2p_->timeout_ : timeout;
     auto next_check = start + SharedSegment::kCheckEvery;
+    const uint32_t use = message_->use;
     for (;;) {
-      uint32_t seen;
       {
         std::lock_guard<std::mutex> guard(p2p_->mutex_);
         if (message_->try_finish()) break;
-        seen = state_of(message_->slot).load(std::memory_order_acquire);
       }
-      futex_wait_shared(&message_->slot->state, seen, SharedSegment::kCheckEvery);
-      try {
-        p2p_->segment_->throw_if_peers_lost(start, limit, next_check);
-      } catch (const c10::DistBackendError& e) {
-        raise_collective_failure(message_->call, message_of(e));
-      }
+      // Done by the peer, or finished by this rank's other calls (the slot moved on to its next use).
+      await_state(message_->slot, p2p_->cpu_per_rank_, [use](uint32_t s) { return (s & kDone) || (s >> 8) != use; },
+                  [&] {
+                    try {
+                      p2p_->segment_->throw_if_peers_lost(start, limit, next_check);
+                    } catch (const c10::DistBackendError& e) {
+                      raise_collective_failure(message_->call, message_of(e));
+                    }
+                  });
     }
     if (!message_->failure.empty()) raise_collective_failure(message_->call, message_->failure);
     return true;
@@ -203,7 +240,13 @@ std::shared_ptr<SharedMemoryPointToPoint> SharedMemoryPointToPoint::connect(c10d
 
 SharedMemoryPointToPoint::SharedMemoryPointToPoint(std::unique_ptr<SharedSegment> segment, int rank, int size,
                                                    std::chrono::milliseconds timeout)
-    : segment_(std::move(segment)), rank_(rank), size_(size), timeout_(timeout), sent_(size), received_(size) {}
+    : segment_(std::move(segment)),
+      rank_(rank),
+      size_(size),
+      timeout_(timeout),
+      cpu_per_rank_(has_cpu_per_rank(size)),
+      sent_(size),
+      received_(size) {}
 
 SharedMemoryPointToPoint::~SharedMemoryPointToPoint() {
   // Messages still waiting for their peer keep their memory (never freed): the peer may yet copy to or from it.
@@ -251,16 +294,22 @@ c10::intrusive_ptr<c10d::Work> SharedMemoryPointToPoint::post(const at::Tensor& 
   // rank releases it: release_finished() did, or its work will; wait for that, or for the peer.
   const auto start = std::chrono::steady_clock::now();
   auto next_check = start + SharedSegment::kCheckEvery;
-  for (uint32_t s = state.load(std::memory_order_acquire); (s >> 8) != m->use; s = state.load(std::memory_order_acquire)) {
-    futex_wait_shared(&m->slot->state, s, SharedSegment::kCheckEvery);
-    release_finished();
+  const uint32_t use = m->use;
+  auto lost = [&] {
     try {
       segment_->throw_if_peers_lost(start, timeout_, next_check);
     } catch (const c10::DistBackendError& e) {
-      raise_collective_failure(m->call, c10::str(message_of(e), " (waiting for a free message slot: more than ",
-                                                 kSlots, " messages in flight between rank ", src, " and rank ", dst,
-                                                 ", or an earlier one never waited for)"));
+      raise_collective_failure(m->call, c10::str(message_of(e), " (waiting for a free message slot: more than ", kSlots,
+                                                 " messages in flight between rank ", src, " and rank ", dst, ")"));
     }
+  };
+  while ((state.load(std::memory_order_acquire) >> 8) != use) {
+    // Free; or, if this rank came first to the slot's previous message, done by the peer: then this rank
+    // releases it (release_finished).
+    const bool mine = std::any_of(waiting_.begin(), waiting_.end(), [&](auto& w) { return w->slot == m->slot; });
+    await_state(m->slot, cpu_per_rank_, [use, mine](uint32_t s) { return (s >> 8) == use || (mine && (s & kDone)); },
+                lost);
+    release_finished();
   }
   Slot* slot = m->slot;
   slot->ends[sending ? 0 : 1] = end_of(m->dense, reinterpret_cast<uint64_t>(m->dense.data_ptr()));
@@ -282,8 +331,8 @@ c10::intrusive_ptr<c10d::Work> SharedMemoryPointToPoint::post(const at::Tensor& 
   }
   // Concluded before the slot is marked: from then on the side that came first may release it at any time.
   m->conclude(outcome);
-  state.fetch_or(outcome, std::memory_order_acq_rel);
-  futex_wake_all_shared(&slot->state);  // the side that came first releases the slot
+  state.fetch_or(outcome, std::memory_order_seq_cst);
+  wake(slot);  // the side that came first releases the slot
   if ((outcome & kFailed) && !segment_->dead_peers().empty()) {
     m->failure = c10::str(segment_->dead_peers(), " exited (noticed in shared memory)");
   }

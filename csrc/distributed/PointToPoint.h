@@ -63,6 +63,7 @@ class SharedMemoryPointToPoint : public std::enable_shared_from_this<SharedMemor
   std::unique_ptr<SharedSegment> segment_;
   int rank_, size_;
   std::chrono::milliseconds timeout_;
+  bool cpu_per_rank_;  // a waiting rank polls longer before it sleeps (has_cpu_per_rank)
   std::mutex mutex_;
   std::vector<uint64_t> sent_, received_;  // messages posted to / from each peer
   std::vector<std::shared_ptr<Message>> waiting_;  // messages this rank came first to, until they are finished
