@@ -194,7 +194,8 @@ class PointToPointWork : public c10d::Work {
 
   bool isCompleted() override {
     std::lock_guard<std::mutex> guard(p2p_->mutex_);
-    return message_->try_finish();
+    p2p_->progress();
+    return message_->done;
   }
   bool isSuccess() const override { return message_->done && message_->failure.empty(); }
   std::vector<at::Tensor> result() override { return {message_->user}; }
@@ -204,21 +205,22 @@ class PointToPointWork : public c10d::Work {
     const auto start = std::chrono::steady_clock::now();
     const auto limit = timeout == kNoTimeout ? p2p_->timeout_ : timeout;
     auto next_check = start + SharedSegment::kCheckEvery;
-    const uint32_t use = message_->use;
     for (;;) {
+      uint32_t seen;
       {
         std::lock_guard<std::mutex> guard(p2p_->mutex_);
-        if (message_->try_finish()) break;
+        p2p_->progress();
+        if (message_->done) break;
+        seen = state_of(message_->slot).load(std::memory_order_acquire);
       }
-      // Done by the peer, or finished by this rank's other calls (the slot moved on to its next use).
-      await_state(message_->slot, p2p_->cpu_per_rank_, [use](uint32_t s) { return (s & kDone) || (s >> 8) != use; },
-                  [&] {
-                    try {
-                      p2p_->segment_->throw_if_peers_lost(start, limit, next_check);
-                    } catch (const c10::DistBackendError& e) {
-                      raise_collective_failure(message_->call, message_of(e));
-                    }
-                  });
+      // Any change of the slot: the peer posted or finished, or the slot's previous message was released.
+      await_state(message_->slot, p2p_->cpu_per_rank_, [seen](uint32_t s) { return s != seen; }, [&] {
+        try {
+          p2p_->segment_->throw_if_peers_lost(start, limit, next_check);
+        } catch (const c10::DistBackendError& e) {
+          raise_collective_failure(message_->call, message_of(e));
+        }
+      });
     }
     if (!message_->failure.empty()) raise_collective_failure(message_->call, message_->failure);
     return true;
@@ -250,9 +252,7 @@ SharedMemoryPointToPoint::SharedMemoryPointToPoint(std::unique_ptr<SharedSegment
 
 SharedMemoryPointToPoint::~SharedMemoryPointToPoint() {
   // Messages still waiting for their peer keep their memory (never freed): the peer may yet copy to or from it.
-  for (auto& m : waiting_) {
-    if (!m->done) new std::shared_ptr<Message>(m);  // NOLINT: deliberately never freed
-  }
+  for (auto& m : waiting_) new std::shared_ptr<Message>(m);  // NOLINT: deliberately never freed
 }
 
 c10::intrusive_ptr<c10d::Work> SharedMemoryPointToPoint::send(const at::Tensor& tensor, int dst, std::string call) {
@@ -263,9 +263,12 @@ c10::intrusive_ptr<c10d::Work> SharedMemoryPointToPoint::recv(const at::Tensor& 
   return post(tensor, src, false, std::move(call));
 }
 
-void SharedMemoryPointToPoint::release_finished() {
+void SharedMemoryPointToPoint::progress() {
+  // Finish first: releasing a slot may free the one a queued message waits for.
   waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(), [](auto& m) { return m->try_finish(); }),
                  waiting_.end());
+  queued_.erase(std::remove_if(queued_.begin(), queued_.end(), [this](auto& m) { return try_post(m); }),
+                queued_.end());
 }
 
 c10::intrusive_ptr<c10d::Work> SharedMemoryPointToPoint::post(const at::Tensor& tensor, int peer, bool sending,
@@ -283,42 +286,31 @@ c10::intrusive_ptr<c10d::Work> SharedMemoryPointToPoint::post(const at::Tensor& 
                                      : (sending ? m->host.contiguous() : at::empty(m->host.sizes(), m->host.options()));
 
   std::lock_guard<std::mutex> guard(mutex_);
-  release_finished();
+  progress();
   const uint64_t n = sending ? sent_[peer]++ : received_[peer]++;
   const int src = sending ? rank_ : peer, dst = sending ? peer : rank_;
   m->slot = reinterpret_cast<Slot*>(segment_->data() +
                                     ((static_cast<size_t>(src) * size_ + dst) * kSlots + n % kSlots) * slot_bytes());
   m->use = use_of(n);
-  auto state = state_of(m->slot);
-  // The slot's previous message (kSlots ago) must be over on both sides. If this rank came first to it, this
-  // rank releases it: release_finished() did, or its work will; wait for that, or for the peer.
-  const auto start = std::chrono::steady_clock::now();
-  auto next_check = start + SharedSegment::kCheckEvery;
-  const uint32_t use = m->use;
-  auto lost = [&] {
-    try {
-      segment_->throw_if_peers_lost(start, timeout_, next_check);
-    } catch (const c10::DistBackendError& e) {
-      raise_collective_failure(m->call, c10::str(message_of(e), " (waiting for a free message slot: more than ", kSlots,
-                                                 " messages in flight between rank ", src, " and rank ", dst, ")"));
-    }
-  };
-  while ((state.load(std::memory_order_acquire) >> 8) != use) {
-    // Free; or, if this rank came first to the slot's previous message, done by the peer: then this rank
-    // releases it (release_finished).
-    const bool mine = std::any_of(waiting_.begin(), waiting_.end(), [&](auto& w) { return w->slot == m->slot; });
-    await_state(m->slot, cpu_per_rank_, [use, mine](uint32_t s) { return (s >> 8) == use || (mine && (s & kDone)); },
-                lost);
-    release_finished();
-  }
+  // Messages of one pair meet by their number (slot and use), so one may be posted before an earlier one.
+  if (!try_post(m)) queued_.push_back(m);
+  return c10::make_intrusive<PointToPointWork>(shared_from_this(), m);
+}
+
+bool SharedMemoryPointToPoint::try_post(const std::shared_ptr<Message>& m) {
   Slot* slot = m->slot;
+  auto state = state_of(slot);
+  // The slot's previous message (kSlots ago) must be over on both sides first.
+  if ((state.load(std::memory_order_acquire) >> 8) != m->use) return false;
+  const bool sending = m->sending;
   slot->ends[sending ? 0 : 1] = end_of(m->dense, reinterpret_cast<uint64_t>(m->dense.data_ptr()));
-  const uint32_t before = state.fetch_or(sending ? kSent : kReceived, std::memory_order_acq_rel);
+  const uint32_t before = state.fetch_or(sending ? kSent : kReceived, std::memory_order_seq_cst);
   if (!(before & (sending ? kReceived : kSent))) {
-    // First: the peer completes the message when it posts its end. Held here too, so that a work dropped
-    // unwaited keeps the memory until the peer is done, and so that its slot is released all the same.
+    // First: the peer completes the message when it posts its end. Held here (not only by the work), so that a
+    // work dropped unwaited keeps its memory until the peer is done, and its slot is released all the same.
     waiting_.push_back(m);
-    return c10::make_intrusive<PointToPointWork>(shared_from_this(), m);
+    wake(slot);
+    return true;
   }
   // Second: compare the ends, move the bytes, mark the slot done for the side that came first.
   const End& other = slot->ends[sending ? 1 : 0];
@@ -336,7 +328,7 @@ c10::intrusive_ptr<c10d::Work> SharedMemoryPointToPoint::post(const at::Tensor& 
   if ((outcome & kFailed) && !segment_->dead_peers().empty()) {
     m->failure = c10::str(segment_->dead_peers(), " exited (noticed in shared memory)");
   }
-  return c10::make_intrusive<PointToPointWork>(shared_from_this(), m);
+  return true;
 }
 
 } // namespace neuron::distributed

@@ -16,7 +16,8 @@
 // every wait depends only on the peer having made its call, as with gloo: exchanges that post both directions
 // before waiting (batch_isend_irecv) cannot deadlock. The first side's bytes are held (its tensor and, under
 // TORCHNEURON_STRICT_MEMORY=1, their open host access) until the message is done, even if its work is dropped
-// unwaited. At most kSlots messages per pair are in flight: a later send or recv waits for a slot.
+// unwaited. At most kSlots messages per pair are in the slots: a later one is queued in its process, and posted
+// by the rank's next call or wait that finds its slot free; so no call ever blocks.
 #pragma once
 
 #include "distributed/SharedSegment.h"
@@ -55,9 +56,13 @@ class SharedMemoryPointToPoint : public std::enable_shared_from_this<SharedMemor
   SharedMemoryPointToPoint(std::unique_ptr<SharedSegment> segment, int rank, int size,
                            std::chrono::milliseconds timeout);
   c10::intrusive_ptr<c10d::Work> post(const at::Tensor& tensor, int peer, bool sending, std::string call);
-  // Finishes the messages this rank came first to that the peer completed since: releases their slots (whether
-  // or not their work is still held or was waited for).
-  void release_finished();
+  // Posts this rank's end of the message if its slot is free (else false): completes it if the peer's end is
+  // there (this rank came second), else it waits for the peer.
+  bool try_post(const std::shared_ptr<Message>& m);
+  // Moves every message on that can move without waiting: finishes those this rank came first to that the peer
+  // completed (releasing their slots, whether or not their work is still held or was waited for), then posts the
+  // queued ones whose slot is free. Every call and every wait runs it first.
+  void progress();
 
   friend class PointToPointWork;
   std::unique_ptr<SharedSegment> segment_;
@@ -67,6 +72,7 @@ class SharedMemoryPointToPoint : public std::enable_shared_from_this<SharedMemor
   std::mutex mutex_;
   std::vector<uint64_t> sent_, received_;  // messages posted to / from each peer
   std::vector<std::shared_ptr<Message>> waiting_;  // messages this rank came first to, until they are finished
+  std::vector<std::shared_ptr<Message>> queued_;   // messages whose slot was still busy: posted by progress()
 };
 
 } // namespace neuron::distributed
