@@ -13,23 +13,27 @@ real checkpoint (safetensors), computes its output on CPU, then starts one `torc
 model and each kind of context parallelism (`ContextParallelConfig(ulysses_degree=N)` or `(ring_degree=N)`):
 
   1. shards after loading: `from_pretrained(path)`, then `model.enable_parallelism(config=cp)`
-  2. shards while loading: `from_pretrained(path, parallel_config=cp)`
+  2. shards while loading: `from_pretrained(path, parallel_config=ParallelConfig(context_parallel_config=cp))`
 
 and runs each eager and compiled (`torch.compile(backend="neuron")`, or `--compile regional`: Diffusers'
-`compile_repeated_blocks`; `--compiled-runs` picks which runs are compiled) on `neuron:LOCAL_RANK`; each rank's output is compared with the CPU output. Ring attention needs an attention kernel that
-returns its log-sum-exp: Diffusers' `native` backend has none (it refuses ring attention on every device), so ring
-runs select `_native_flash` (`model.set_attention_backend("_native_flash")`), which calls
-`aten::_scaled_dot_product_flash_attention`; the plugin implements it on neuron. What every rank runs is the
-user's script:
+`compile_repeated_blocks`; `--compiled-runs` picks which runs are compiled) on `neuron:LOCAL_RANK`; each rank's
+output is compared with the CPU output. Then it runs the MiniMax-H3 pipeline (denoising and decoding a video with
+its soundtrack) with its transformer context-parallel. Ring attention needs an attention kernel that returns its
+log-sum-exp: Diffusers' `native` backend has none (it refuses ring attention on every device), so ring runs select
+`_native_flash` (`model.set_attention_backend("_native_flash")`), which calls
+`aten::_scaled_dot_product_flash_attention`; the plugin implements it on neuron. What every rank runs is the user's
+script:
 
     dist.init_process_group("neuron")
-    model = WanTransformer3DModel.from_pretrained(path, parallel_config=ContextParallelConfig(ulysses_degree=world))
+    cp = ParallelConfig(context_parallel_config=ContextParallelConfig(ulysses_degree=world))
+    model = WanTransformer3DModel.from_pretrained(path, parallel_config=cp)
     model.to(f"neuron:{local_rank}")
 
 Against CUDA the script differs only in the backend name ("neuron" instead of "nccl") and the device string.
-Combinations Diffusers 0.42.1 itself cannot run, on any device, are listed in REFUSALS (with the line and the upstream
-fix) and checked to fail as they do: ring attention with the default backend, text masks, LTX-2's own plan, TP and CP
-together.
+What Diffusers 0.42.1 itself cannot run, on any device, is listed in REFUSALS (with the line and the upstream fix) and
+checked to fail as it does: ring attention with the default backend, a bare ContextParallelConfig to from_pretrained,
+TP and CP together, LTX-2's and (below 40 blocks) Helios's own plans, text masks. Where Diffusers' documented
+`enable_parallelism(cp_plan=...)` supplies a working plan (PLANS), the example uses it.
 """
 
 from __future__ import annotations
