@@ -16,8 +16,9 @@
 // every wait depends only on the peer having made its call, as with gloo: exchanges that post both directions
 // before waiting (batch_isend_irecv) cannot deadlock. The first side's bytes are held (its tensor and, under
 // TORCHNEURON_STRICT_MEMORY=1, their open host access) until the message is done, even if its work is dropped
-// unwaited. At most kSlots messages per pair are in the slots: a later one is queued in its process, and posted
-// by the rank's next call or wait that finds its slot free; so no call ever blocks.
+// unwaited. At most kSlots messages per pair are in the slots: a later one is queued in its process and posted by
+// the rank's next point-to-point call or wait that finds its slot free; so no call ever blocks (but a peer waiting
+// on a queued message waits for this rank's next such call, where gloo would have sent it already).
 #pragma once
 
 #include "distributed/SharedSegment.h"
@@ -36,7 +37,7 @@ namespace neuron::distributed {
 
 class SharedMemoryPointToPoint : public std::enable_shared_from_this<SharedMemoryPointToPoint> {
  public:
-  static constexpr uint32_t kSlots = 16;  // messages in flight per ordered pair of ranks
+  static constexpr uint32_t kSlots = 16;  // message slots per ordered pair of ranks
 
   // Collective over the group's store: every rank calls it. Null on every rank when the ranks cannot map one
   // segment (then point-to-point goes through the host backend).
