@@ -160,6 +160,8 @@ def main(argv=None):
     p.add_argument("--out", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.cp < 2:
+        raise SystemExit("--cp must be at least 2 (this example is about context parallelism)")
     if args.seq % (2 * args.cp) or args.rows % args.dp_shard:
         raise SystemExit(f"--seq must be a multiple of 2 x cp ({2 * args.cp}) and --rows of --dp-shard")
     return worker(args) if args.worker else launch(args)
