@@ -4,7 +4,6 @@ sharding the weights over the same ranks; a Transformers Llama trains with the l
 
     python examples/hf_context_parallel.py --cp 2                 # 2 ranks: CP 2 (FSDP2 over the CP ranks)
     python examples/hf_context_parallel.py --cp 2 --dp-shard 2    # 4 ranks: FSDP 2 x CP 2
-    python examples/hf_context_parallel.py --cp 2 --tp 2          # 4 ranks: TP 2 x CP 2 (FSDP2 over the CP ranks)
     python examples/hf_context_parallel.py --cp 4 --seq 1024
 
 What every rank runs is Accelerate's documented loop (Transformers' Trainer does the same when given a
@@ -23,6 +22,10 @@ the host's flash kernel block by block over the keys of every rank and merges th
 PyTorch 2.13's ring attention knows only CUDA's attention kernels: on neuron it runs through the plugin's shim
 (torch_neuronx/integrations/context_parallel_attention.py). The labels are shifted before sharding, as Transformers'
 Trainer does (`shift_labels`): a shard's last token predicts the first token of the next rank's shard.
+
+Tensor parallelism with it (`ParallelismConfig(tp_size=T, cp_size=C)`) stops in Accelerate 1.16 itself, on any
+device: with FSDP2, `Accelerator.prepare` imports `ReplicateParallel` from `transformers.integrations.tensor_parallel`
+(accelerate/accelerator.py:1592), which Transformers 5.23 no longer has (ImportError).
 """
 
 from __future__ import annotations
@@ -80,15 +83,9 @@ def worker(args) -> None:
     from accelerate import Accelerator
     from accelerate.utils import FullyShardedDataParallelPlugin, ParallelismConfig
 
-    accelerator = Accelerator(parallelism_config=ParallelismConfig(dp_shard_size=args.dp_shard, cp_size=args.cp,
-                                                                   tp_size=args.tp),
+    accelerator = Accelerator(parallelism_config=ParallelismConfig(dp_shard_size=args.dp_shard, cp_size=args.cp),
                               fsdp_plugin=FullyShardedDataParallelPlugin(fsdp_version=2))
-    if args.tp > 1:  # tensor parallel: Transformers shards the weights while loading (the model's TP plan)
-        from transformers import AutoModelForCausalLM
-        net = AutoModelForCausalLM.from_pretrained(args.model, tp_plan="auto",
-                                                   device_mesh=accelerator.torch_device_mesh["tp"])
-    else:
-        net = model()
+    net = model()
     opt = torch.optim.SGD(net.parameters(), lr=args.lr)
     net, opt = accelerator.prepare(net, opt)
     mesh = accelerator.torch_device_mesh
@@ -122,13 +119,10 @@ def worker(args) -> None:
 
 def launch(args) -> dict:
     out = tempfile.mkdtemp(prefix="hf-cp-")
-    world = args.cp * args.dp_shard * args.tp
-    path = os.path.join(out, "model")
-    model().save_pretrained(path)  # what --tp loads, sharded
+    world = args.cp * args.dp_shard
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}",
-           os.path.abspath(__file__), "--worker", "--out", out, "--model", path, "--cp", str(args.cp), "--dp-shard",
-           str(args.dp_shard), "--tp", str(args.tp), "--seq", str(args.seq), "--rows", str(args.rows),
-           "--steps", str(args.steps), "--lr", str(args.lr)]
+           os.path.abspath(__file__), "--worker", "--out", out, "--cp", str(args.cp), "--dp-shard", str(args.dp_shard),
+           "--seq", str(args.seq), "--rows", str(args.rows), "--steps", str(args.steps), "--lr", str(args.lr)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout,
                        env=dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1"))
     if r.returncode != 0:
@@ -137,7 +131,7 @@ def launch(args) -> dict:
     result["cpu_losses"] = expected = cpu_losses(args)
     worst = max(abs(a - b) / abs(b) for a, b in zip(result["losses"], expected, strict=True))
     result["max_relative_diff"] = worst
-    print(f"[cp={args.cp} dp_shard={args.dp_shard} tp={args.tp}] {world} ranks, {args.seq} tokens per sequence, "
+    print(f"[cp={args.cp} dp_shard={args.dp_shard}] {world} ranks, {args.seq} tokens per sequence, "
           f"{result['local_tokens']} per rank; q_proj {result['q_local']} of {result['q_global']} on each rank")
     print(f"  losses {[round(x, 6) for x in result['losses']]}\n  cpu    {[round(x, 6) for x in expected]}  "
           f"(max relative difference {worst:.1e})")
@@ -149,7 +143,6 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cp", type=int, default=2, help="context-parallel ranks (each sequence split over them)")
     p.add_argument("--dp-shard", type=int, default=1, help="FSDP ranks (the batch split over them)")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (the heads split over them)")
     p.add_argument("--seq", type=int, default=256, help="tokens per sequence (a multiple of 2 x cp)")
     p.add_argument("--rows", type=int, default=2, help="sequences per step (a multiple of dp-shard)")
     p.add_argument("--steps", type=int, default=3)
@@ -158,7 +151,6 @@ def main(argv=None):
     p.add_argument("--timeout", type=int, default=900)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
-    p.add_argument("--model", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.cp < 2:
         raise SystemExit("--cp must be at least 2 (this example is about context parallelism)")
