@@ -42,8 +42,8 @@ def test_two_stages_train_as_one_cpu_process():
 
 @pytest.mark.slow
 def test_pipeline_with_fsdp_and_with_tensor_parallel():
-    """4 ranks as two 2-D meshes in one job: 2 stages x FSDP 2, then 2 stages x TP 2."""
-    r = run(4, "--mesh", "2,2,1", "2,1,2", "--schedules", "gpipe", "1f1b")
+    """4 ranks as two 2-D meshes in one job: 2 stages x FSDP 2, then 2 stages x TP 2; every schedule."""
+    r = run(4, "--mesh", "2,2,1", "2,1,2")
     assert r.returncode == 0, f"{r.stdout[-4000:]}\n{r.stderr[-6000:]}"
-    assert results(r) == {(s, m): "ok" for s in ("gpipe", "1f1b") for m in ("pp=2 dp=2 tp=1", "pp=2 dp=1 tp=2")}, \
-        r.stdout
+    assert results(r) == {(s, m): "ok" for s in ("gpipe", "1f1b", "interleaved")
+                          for m in ("pp=2 dp=2 tp=1", "pp=2 dp=1 tp=2")}, r.stdout
