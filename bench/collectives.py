@@ -3,6 +3,7 @@
     python bench/collectives.py                          # 2, 4, 8 ranks; 1, 4, 16, 64 MiB; checks on (default)
     python bench/collectives.py --ranks 2 --sizes 1 16 --checks both --seconds 8
     python bench/collectives.py --train 8                # examples/train_tp_fsdp.py on 8 ranks, shared memory vs gloo
+    python bench/collectives.py --ops send_recv --ranks 2 4   # point-to-point: every rank to the next, around the ring
 
 Every rank is a process on this host (rendezvous on 127.0.0.1), so the
 "neuron" group moves data through shared memory (SharedMemoryCollectives),
@@ -15,7 +16,8 @@ long as its slowest rank took. The table shows the median busbw of each kind
 and the median of the per-pair ratios gloo time / neuron time. Bus bandwidth
 as in nccl-tests: size is the all_reduce buffer, the all_gather output and the
 reduce_scatter input; busbw = size / time * 2(n-1)/n for all_reduce and
-(n-1)/n for the others.
+(n-1)/n for the others. send_recv (--ops): every rank sends `size` to the next rank and receives as much
+from the previous one (batch_isend_irecv, what pipeline stages do); its busbw is size / time.
 
 Also measured in the same run: the bandwidth of one thread copying 64 MiB
 (torch's copy_, i.e. memcpy: the limit a copy-based transport approaches; the
@@ -54,6 +56,7 @@ KINDS = ("neuron", "gloo")
 MIN_PAIRS, MAX_PAIRS = 9, 400
 CHECK_MODES = {"on": "1", "off": "0", "network": "network"}
 OPS = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor")
+POINT_TO_POINT = "send_recv"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -65,6 +68,18 @@ def _collectives(op: str, numel: int, world: int, dev, gloo):
                  "gloo": lambda: dist.all_reduce(bufs["gloo"], group=gloo)}, 2 * (world - 1) / world)
     if op == "barrier":
         return {"neuron": lambda: dist.barrier(), "gloo": lambda: dist.barrier(group=gloo)}, 0.0
+    if op == POINT_TO_POINT:
+        rank = dist.get_rank()
+        nxt, prv = (rank + 1) % world, (rank - 1) % world
+        out = {"neuron": torch.ones(numel, device=dev), "gloo": torch.ones(numel)}
+        inp = {"neuron": torch.empty(numel, device=dev), "gloo": torch.empty(numel)}
+
+        def exchange(kind, group=None):
+            ops = [dist.P2POp(dist.isend, out[kind], nxt, group), dist.P2POp(dist.irecv, inp[kind], prv, group)]
+            for work in dist.batch_isend_irecv(ops):
+                work.wait()
+
+        return {"neuron": lambda: exchange("neuron"), "gloo": lambda: exchange("gloo", gloo)}, 1.0
     part = numel // world
     big = {"neuron": torch.ones(part * world, device=dev), "gloo": torch.ones(part * world)}
     small = {"neuron": torch.ones(part, device=dev), "gloo": torch.ones(part)}
@@ -99,7 +114,7 @@ def _measure(run: dict, gloo, seconds: float, primed: bool = False) -> tuple[tor
     return times[:, 0], times[:, 1], pairs
 
 
-def _bench_rank(rank: int, world: int, port: int, sizes_mib: list[int], seconds: float, queue) -> None:
+def _bench_rank(rank: int, world: int, port: int, sizes_mib: list[int], seconds: float, queue, ops) -> None:
     import warnings
     warnings.filterwarnings("ignore", category=FutureWarning)  # all_gather_into_tensor's rename in 2.13
     torch.set_num_threads(1)
@@ -109,7 +124,7 @@ def _bench_rank(rank: int, world: int, port: int, sizes_mib: list[int], seconds:
     gloo = dist.new_group(backend="gloo")
     if rank == 0:
         queue.put(("transport", dist.group.WORLD._get_backend(dev).data_transport))
-    for op in OPS:
+    for op in ops:
         for mib in sizes_mib:
             run, factor = _collectives(op, mib * MiB // 4, world, dev, gloo)
             neuron, gloo_t, pairs = _measure(run, gloo, seconds)
@@ -118,7 +133,10 @@ def _bench_rank(rank: int, world: int, port: int, sizes_mib: list[int], seconds:
             if rank == 0:
                 queue.put(("busbw", world, op, mib, busbw["neuron"], busbw["gloo"], ratio, pairs))
             del run
-    for op, numel in (("all_reduce", 256), ("barrier", 0)):  # 1 KiB of float32
+    latency = ((POINT_TO_POINT, 256),) if POINT_TO_POINT in ops else ()
+    if set(ops) - {POINT_TO_POINT}:
+        latency = (("all_reduce", 256), ("barrier", 0)) + latency  # 1 KiB of float32
+    for op, numel in latency:
         run, _ = _collectives(op, numel, world, dev, gloo)
         neuron, gloo_t, pairs = _measure(run, gloo, seconds / 2, primed=True)
         if rank == 0:
@@ -148,7 +166,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _sweep(ranks: list[int], sizes: list[int], seconds: float, checks: str, copy_gbs: float) -> None:
+def _sweep(ranks: list[int], sizes: list[int], seconds: float, checks: str, copy_gbs: float, ops) -> None:
     os.environ["TORCHNEURON_COLLECTIVE_CHECKS"] = CHECK_MODES[checks]  # read by the spawned ranks
     label = {"on": "on (default: shared memory)", "off": "off (data path only)",
              "network": "through gloo (as groups spanning hosts)"}[checks]
@@ -157,7 +175,7 @@ def _sweep(ranks: list[int], sizes: list[int], seconds: float, checks: str, copy
     rows, latencies = [], []
     for world in ranks:
         queue = ctx.SimpleQueue()
-        procs = mp.start_processes(_bench_rank, args=(world, _free_port(), sizes, seconds, queue), nprocs=world,
+        procs = mp.start_processes(_bench_rank, args=(world, _free_port(), sizes, seconds, queue, ops), nprocs=world,
                                    start_method="spawn", join=False)
         while (row := queue.get()) is not None:
             if row[0] == "transport":
@@ -171,7 +189,7 @@ def _sweep(ranks: list[int], sizes: list[int], seconds: float, checks: str, copy
             else:
                 _, w, op, neuron_us, gloo_us, ratio, pairs = row
                 latencies.append(row[1:])
-                size = "1 KiB" if op == "all_reduce" else ""
+                size = "" if op == "barrier" else "1 KiB"
                 print(f"{w:>5} {op + ' latency':<24} {size:>7} {neuron_us:>9.1f} us {gloo_us:>7.1f} us {ratio:>6.2f} "
                       f"{pairs:>6}", flush=True)
         while not procs.join():
@@ -232,6 +250,8 @@ def main() -> None:
                         % (MIN_PAIRS, MAX_PAIRS))
     parser.add_argument("--checks", choices=["on", "off", "network", "both"], default="on",
                         help="the pre-collective check of the neuron backend; both: off, then on")
+    parser.add_argument("--ops", nargs="+", choices=OPS + (POINT_TO_POINT,), default=list(OPS),
+                        help="what to measure (default: the three collectives)")
     parser.add_argument("--train", type=int, metavar="RANKS",
                         help="instead: examples/train_tp_fsdp.py on RANKS ranks, shared memory vs gloo")
     args = parser.parse_args()
@@ -253,7 +273,7 @@ def main() -> None:
           f"{os.getloadavg()[0]:.1f}; medians over pairs of calls (one of each kind, alternating order)")
     print(f"one thread copying 64 MiB: {copy_gbs:.2f} GB/s")
     for checks in (["off", "on"] if args.checks == "both" else [args.checks]):
-        _sweep(args.ranks, args.sizes, args.seconds, checks, copy_gbs)
+        _sweep(args.ranks, args.sizes, args.seconds, checks, copy_gbs, args.ops)
 
 
 if __name__ == "__main__":

@@ -108,8 +108,9 @@ TINY = {
 
 
 @functools.lru_cache(maxsize=None)
-def planned_classes() -> tuple[str, ...]:
-    """Every transformer class of the installed Diffusers with a tensor-parallel plan (`_tp_plan`)."""
+def planned_classes(plan: str = "_tp_plan") -> tuple[str, ...]:
+    """Every transformer class of the installed Diffusers with a tensor-parallel plan (`_tp_plan`), or another plan
+    (`_cp_plan`: the context-parallel one, examples/hf_diffusers_cp.py)."""
     import importlib
     import pkgutil
 
@@ -124,7 +125,7 @@ def planned_classes() -> tuple[str, ...]:
             continue
         for name, obj in vars(module).items():
             if isinstance(obj, type) and issubclass(obj, ModelMixin) and obj.__module__ == module.__name__ \
-                    and getattr(obj, "_tp_plan", None):
+                    and getattr(obj, plan, None):
                 found.add(name)
     return tuple(sorted(found))
 
@@ -133,11 +134,12 @@ def _to(inputs: dict, device) -> dict:
     return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
 
 
-def build(name: str, root: str, seed: int = 0) -> str:
-    """Save the tiny `name` (safetensors, as from_pretrained reads it), its inputs and CPU output under root/name."""
+def build(name: str, root: str, seed: int = 0, tiny: dict | None = None) -> str:
+    """Save the tiny `name` (safetensors, as from_pretrained reads it), its inputs and CPU output under root/name
+    (its config and inputs from `tiny`, default TINY)."""
     import diffusers
 
-    config, make_inputs = TINY[name]
+    config, make_inputs = (tiny or TINY)[name]
     path = os.path.join(root, name)
     torch.manual_seed(seed)
     model = getattr(diffusers, name)(**config).eval()

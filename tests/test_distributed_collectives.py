@@ -24,7 +24,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-EXPECTED_CHECKS = 99  # per rank; guards against checks silently not running
+EXPECTED_CHECKS = 105  # per rank; guards against checks silently not running
 
 
 # (torchrun agents, ranks per agent, environment, how the world group checks, how it moves data)
@@ -375,6 +375,25 @@ def check_point_to_point(t: Rank) -> None:
     for q in dist.batch_isend_irecv([dist.P2POp(dist.isend, x.to(t.dev), nxt), dist.P2POp(dist.irecv, got, prv)]):
         q.wait()
     t.same("batch_isend_irecv", got, want)
+    # More messages in flight than a pair of ranks has slots on shared memory (16), every rank sending all before
+    # receiving any; of several sizes, dtypes and layouts (non-contiguous both ends; CPU tensors on the same group).
+    shapes = [((7,), torch.float32), ((3, 4), torch.bfloat16), ((1 << 19,), torch.float32), ((2, 5), torch.int32)]
+    sent = [t.data(*shapes[i % 4], salt=60 + i) for i in range(20)]
+    want = [t.data(*shapes[i % 4], 60 + i, prv) for i in range(20)]
+
+    def on_device(x, transposed):  # a 2-D tensor as the transpose of a contiguous one: not contiguous
+        return x.to(t.dev).t().contiguous().t() if transposed else x.to(t.dev)
+
+    outs = [on_device(torch.zeros_like(w), w.dim() == 2) for w in want]
+    works = [dist.isend(on_device(x, x.dim() == 2), nxt) for x in sent]
+    works += [dist.irecv(o, prv) for o in outs]
+    for q in works:
+        q.wait()
+    t.check("20 isends then 20 irecvs around the ring", all(torch.equal(o.cpu(), w) for o, w in zip(outs, want)))
+    cpu_got = torch.empty(7)
+    for q in [dist.isend(x.clone(), nxt), dist.irecv(cpu_got, prv)]:
+        q.wait()
+    t.same("send/recv of CPU tensors", cpu_got, t.data((7,), torch.float32, 40, prv))
 
 
 def check_async(t: Rank) -> None:

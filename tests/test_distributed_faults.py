@@ -89,6 +89,33 @@ def test_mismatched_collectives_error_clearly_and_group_survives(checks):
     assert "rank 1 ran all_reduce(SUM) int32[4]" in text, text
 
 
+@pytest.mark.slow
+def test_mismatched_point_to_point_errors_on_both_ranks_and_pairs_survive():
+    # send/recv between ranks of one host (PointToPoint.cpp): gloo would abort the receiver (a larger message) or
+    # deliver garbage (a smaller one, another dtype); here both ranks raise, naming both ends, and go on
+    results, _ = _run_ranks("p2p_mismatch", 2, timeout=150, PG_TIMEOUT=60)
+    for rank, (code, text) in results.items():
+        assert code == 0, text[-4000:]
+        for case in ("larger", "smaller", "dtype", "shape", "isend_first", "irecv_first"):
+            assert f"case {case}: clear error" in text, text[-4000:]
+        assert "pair still works" in text and "group still works" in text, text[-4000:]
+    text = results[0][1]
+    assert "rank 0's send float32[8] to rank 1 met rank 1's recv float32[4] from rank 0" in text, text[-4000:]
+    assert "rank 0's send float32[4] to rank 1 met rank 1's recv int32[4] from rank 0" in text, text[-4000:]
+
+
+@pytest.mark.slow
+def test_point_to_point_with_a_dead_peer_fails_fast():
+    # rank 1 dies: rank 0's recv from it and its send to it (waiting for the recv that never comes) fail on their
+    # own, well inside the 120 s process-group timeout, naming the dead rank
+    results, elapsed = _run_ranks("p2p_dead_peer", 2, timeout=150, wait_for=[0], PG_TIMEOUT=120)
+    code, text = results[0]
+    assert code == 3, text[-3000:]
+    for call in ("recv on rank 0 of 2", "send on rank 0 of 2"):
+        assert f"neuron backend: {call}" in text and "rank 1 (pid" in text and "exited" in text, text[-3000:]
+    assert elapsed < 100, f"rank 0 took {elapsed:.0f}s to notice the dead peer"
+
+
 # ---- the ranks ----------------------------------------------------------------------------------------------
 
 def _rank(scenario: str) -> None:
@@ -140,6 +167,53 @@ def _rank(scenario: str) -> None:
         err = clear_error(lambda: dist.all_reduce(t))
         print(err, flush=True)
         sys.exit(3 if err else 0)
+
+    if scenario == "p2p_mismatch":
+        peer = 1 - rank
+
+        def exchange(send, recv_like, send_first=True):
+            """Rank 0 sends `send`, rank 1 receives into a tensor like `recv_like`; either posts first."""
+            if rank == 0:
+                work = dist.isend(send, peer)
+            else:
+                work = dist.irecv(recv_like, peer)
+            if send_first == (rank == 1):
+                time.sleep(0.3)  # the other rank's end is posted first
+            work.wait()
+
+        cases = {
+            "larger": lambda: exchange(torch.ones(8, device=dev), torch.empty(4, device=dev)),
+            "smaller": lambda: exchange(torch.ones(4, device=dev), torch.empty(8, device=dev)),
+            "dtype": lambda: exchange(torch.ones(4, device=dev), torch.empty(4, dtype=torch.int32, device=dev)),
+            "shape": lambda: exchange(torch.ones(2, 4, device=dev), torch.empty(4, 2, device=dev)),
+            "isend_first": lambda: exchange(torch.ones(3, device=dev), torch.empty(5, device=dev), send_first=True),
+            "irecv_first": lambda: exchange(torch.ones(3, device=dev), torch.empty(5, device=dev), send_first=False),
+        }
+        for name, fn in cases.items():
+            err = clear_error(fn)
+            ok = err is not None and "a recv must take the shape and dtype of the send it meets" in err
+            print(f"case {name}: {'clear error' if ok else 'NO CLEAR ERROR'}\n{err}", flush=True)
+        got = torch.zeros(4, device=dev)
+        if rank == 0:
+            dist.send(torch.arange(4.0, device=dev), peer)
+        else:
+            dist.recv(got, peer)
+            got = got - torch.arange(4.0, device=dev)  # zero where the message arrived intact
+        print("pair still works" if got.abs().sum().item() == 0 else f"pair broken: {got}", flush=True)
+        dist.all_reduce(t)
+        print("group still works" if t[0].item() == 4.0 else f"group broken: {t[0].item()}", flush=True)
+        dist.destroy_process_group()
+        sys.exit(0)
+
+    if scenario == "p2p_dead_peer":
+        if rank == 1:
+            os._exit(1)  # dies without a word
+        for call in (lambda: dist.recv(torch.empty(4, device=dev), 1), lambda: dist.send(torch.ones(4, device=dev), 1)):
+            err = clear_error(call)
+            print(err, flush=True)
+            if err is None:
+                sys.exit(0)
+        sys.exit(3)
 
     if scenario == "mismatch":
         print(f"checks through {dist.group.WORLD._get_backend(dev).check_transport}", flush=True)

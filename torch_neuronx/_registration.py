@@ -52,8 +52,9 @@ def _register_compile_backend() -> None:
 
 def _install_integrations() -> None:
     """Shims where PyTorch offers a hook but no fix yet (torch_neuronx/integrations/)."""
-    from .integrations import optim_foreach
+    from .integrations import context_parallel_attention, optim_foreach
     optim_foreach.install()
+    context_parallel_attention.install()
 
 
 def _register_distributed_backend() -> None:

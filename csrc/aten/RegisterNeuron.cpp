@@ -50,6 +50,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nll_loss_backward", native::nll_loss_backward);
   m.impl("_scaled_dot_product_flash_attention_for_cpu", native::flash_attention);
   m.impl("_scaled_dot_product_flash_attention_for_cpu_backward", native::flash_attention_backward);
+  m.impl("_scaled_dot_product_flash_attention", native::flash_attention_with_logsumexp);
+  m.impl("_scaled_dot_product_flash_attention_backward", native::flash_attention_with_logsumexp_backward);
   m.impl("histc", native::histc_any_dtype);
   m.impl("histc.out", native::histc_out);
   m.impl("convolution_overrideable", native::convolution);

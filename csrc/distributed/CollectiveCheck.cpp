@@ -60,6 +60,8 @@ const char* op_name(c10d::OpType op) {
     case c10d::OpType::ALLTOALL_BASE: return "all_to_all_single";
     case c10d::OpType::ALLTOALL: return "all_to_all";
     case c10d::OpType::BARRIER: return "barrier";
+    case c10d::OpType::SEND: return "send";
+    case c10d::OpType::RECV: return "recv";
     default: return "collective";
   }
 }

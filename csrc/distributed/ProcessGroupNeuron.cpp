@@ -157,6 +157,10 @@ ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> host, c
   if (SharedMemoryCollectives::enabled() && size_ > 1) {
     shm_ = SharedMemoryCollectives::connect(*store, rank_, size_, options_->timeout);
   }
+  // Point-to-point over shared memory copies between the ranks' processes: where they may (the same on every rank).
+  if (shm_ && shm_->reads_peers_directly()) {
+    p2p_ = SharedMemoryPointToPoint::connect(*store, rank_, size_, options_->timeout);
+  }
   init();
 }
 
@@ -848,9 +852,13 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::alltoall(TensorList& outputs, Tenso
                     });
 }
 
-// Point-to-point stays on the host backend: its pairing (by tag, any source) is not the group-wide
-// order the shared-memory path synchronizes on.
+// Point-to-point between ranks of one host: checked, over shared memory (PointToPoint.h); otherwise, and for
+// several tensors at once or any source, on the host backend (paired by tag, unchecked).
 c10::intrusive_ptr<Work> ProcessGroupNeuron::send(TensorList& tensors, int dst_rank, int tag) {
+  if (p2p_ && tensors.size() == 1) {
+    check_devices("send", tensors);
+    return p2p_->send(tensors[0], dst_rank, c10::str(describe("send", tensors[0]), " to rank ", dst_rank));
+  }
   return collective({OpType::SEND, "send", tensors, tensors, first(tensors, "send"), std::nullopt}, nullptr,
                     [&]() -> Issued {
                       auto host = on_host(tensors);
@@ -859,6 +867,10 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::send(TensorList& tensors, int dst_r
 }
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::recv(TensorList& tensors, int src_rank, int tag) {
+  if (p2p_ && tensors.size() == 1) {
+    check_devices("recv", tensors);
+    return p2p_->recv(tensors[0], src_rank, c10::str(describe("recv", tensors[0]), " from rank ", src_rank));
+  }
   return collective({OpType::RECV, "recv", tensors, tensors, first(tensors, "recv"), std::nullopt}, nullptr,
                     [&]() -> Issued {
                       auto host = on_host(tensors);
@@ -926,6 +938,7 @@ void ProcessGroupNeuron::setTimeout(std::chrono::milliseconds timeout) {
   options_->timeout = timeout;
   host_->setTimeout(timeout);
   if (shm_) shm_->set_timeout(timeout);
+  if (p2p_) p2p_->set_timeout(timeout);
 }
 
 void ProcessGroupNeuron::setGroupUid(const std::string& pg_uid) {

@@ -8,7 +8,10 @@
 //  * ranks of one host: shared memory (SharedMemoryCollectives.h), near the
 //    host's memory-copy speed; TORCHNEURON_SHM_COLLECTIVES=0 turns it off;
 //  * groups spanning hosts, and what the shared-memory path does not carry
-//    (send/recv, bool and complex reductions): a host backend, gloo over TCP.
+//    (bool and complex reductions, recv from any source, send/recv of several
+//    tensors at once): a host backend, gloo over TCP.
+// Point-to-point messages between ranks of one host (send/recv: pipeline
+// parallelism) go through shared memory too, checked (PointToPoint.h).
 //
 // As TorchNeuron's, the backend serves neuron tensors only (object collectives and
 // barriers then run on neuron tensors); CPU tensors belong on a gloo group
@@ -19,6 +22,7 @@
 #include "distributed/CollectiveCheck.h"
 #include "distributed/HostReduction.h"
 #include "distributed/NeuronWork.h"
+#include "distributed/PointToPoint.h"
 #include "distributed/SharedMemoryCollectives.h"
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -162,6 +166,7 @@ class ProcessGroupNeuron : public c10d::Backend {
   std::shared_ptr<SignatureBoard> board_;  // null: checks off, or through the host backend
   std::unique_ptr<SharedMemoryCollectives> shm_;  // null: the data goes through the host backend
   std::atomic<uint64_t> seq_{0};  // collectives issued (getSequenceNumberForGroup)
+  std::shared_ptr<SharedMemoryPointToPoint> p2p_;  // null: send/recv go through the host backend
 
   // ProcessGroup::splitGroup (torch 2.13) calls split() once per device type
   // this backend serves (neuron and cpu), with the same store: the second call

@@ -21,6 +21,7 @@ and which outputs the traced graph put on the device and which on the host.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from typing import Any, Sequence
 
 import torch
@@ -119,8 +120,51 @@ def _integer_histc_in_float(gm: torch.fx.GraphModule, node: torch.fx.Node) -> No
     node.replace_all_uses_with(back, delete_user_cb=lambda user: user is not back)
 
 
-# Ops whose neuron kernel (csrc/aten/native/Histc.cpp) has semantics the host kernel lacks.
-_DEVICE_SEMANTICS = {aten.histc.default: _integer_histc_in_float}
+def _replace_tuple_outputs(gm: torch.fx.GraphModule, node: torch.fx.Node, host_call, others: dict) -> None:
+    """Replace `node`, an op returning a tuple, by `host_call()` (a node inserted before it): the old op's leading
+    outputs are the host call's, output i >= len(host call's) becomes others[i] (a constant, or a callable making
+    a node), for the few graphs that read it."""
+    with gm.graph.inserting_before(node):
+        host = host_call()
+        for user in list(node.users):
+            assert user.op == "call_function" and user.target is operator.getitem, user
+            index = user.args[1]
+            if index not in others:
+                user.args = (host, index)
+                continue
+            value = others[index]() if callable(others[index]) else others[index]
+            for use in list(user.users):
+                use.replace_input_with(user, value)
+            gm.graph.erase_node(user)
+    gm.graph.erase_node(node)
+
+
+def _flash_attention_on_host(gm: torch.fx.GraphModule, node: torch.fx.Node) -> None:
+    """CUDA's flash attention with its log-sum-exp (neuron's kernel: csrc/aten/native/FlashAttention.cpp) as the
+    host's flash kernel, which returns (output, logsumexp) only: no cumulative lengths, no random state."""
+    q, k, v, dropout_p, is_causal = (list(node.args) + [0.0, False])[:5]
+    dropout_p, is_causal = node.kwargs.get("dropout_p", dropout_p), node.kwargs.get("is_causal", is_causal)
+    empty = lambda: gm.graph.call_function(aten.empty.memory_format, ([0],), {"dtype": torch.long})  # noqa: E731
+    q_len, k_len = (x.meta["val"].shape[2] for x in (q, k))
+    _replace_tuple_outputs(gm, node, lambda: gm.graph.call_function(
+        aten._scaled_dot_product_flash_attention_for_cpu.default, (q, k, v, dropout_p, is_causal),
+        {"scale": node.kwargs.get("scale")}), {2: None, 3: None, 4: q_len, 5: k_len, 6: empty, 7: empty, 8: empty})
+
+
+def _flash_attention_backward_on_host(gm: torch.fx.GraphModule, node: torch.fx.Node) -> None:
+    grad_out, q, k, v, out, lse = node.args[:6]
+    dropout_p, is_causal = node.args[10:12]
+    _replace_tuple_outputs(gm, node, lambda: gm.graph.call_function(
+        aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
+        (grad_out, q, k, v, out, lse, dropout_p, is_causal), {"scale": node.kwargs.get("scale")}), {})
+
+
+# Ops whose neuron kernel (csrc/aten/native/Histc.cpp, FlashAttention.cpp) has semantics the host kernel lacks.
+_DEVICE_SEMANTICS = {
+    aten.histc.default: _integer_histc_in_float,
+    aten._scaled_dot_product_flash_attention.default: _flash_attention_on_host,
+    aten._scaled_dot_product_flash_attention_backward.default: _flash_attention_backward_on_host,
+}
 
 
 def to_host(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> HostGraph:

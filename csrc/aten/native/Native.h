@@ -88,6 +88,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
     const at::Tensor& out, const at::Tensor& logsumexp, double dropout_p, bool is_causal,
     const std::optional<at::Tensor>& attn_mask, std::optional<double> scale);
 
+// FlashAttention.cpp: CUDA's flash attention with its log-sum-exp (what context-parallel attention merges), computed
+// by the host's flash kernel.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor,
+           at::Tensor>
+flash_attention_with_logsumexp(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                               double dropout_p, bool is_causal, bool return_debug_mask, std::optional<double> scale);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_with_logsumexp_backward(
+    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+    const at::Tensor& out, const at::Tensor& logsumexp, const at::Tensor& cum_seq_q, const at::Tensor& cum_seq_k,
+    c10::SymInt max_q, c10::SymInt max_k, double dropout_p, bool is_causal, const at::Tensor& philox_seed,
+    const at::Tensor& philox_offset, std::optional<double> scale);
+
 // Zero.cpp: zero_ of a dense tensor is a memset through the host bridge; other calls take the fallback.
 at::Tensor& zero_(at::Tensor& self);
 
