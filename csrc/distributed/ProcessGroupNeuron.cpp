@@ -856,7 +856,8 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::alltoall(TensorList& outputs, Tenso
 // several tensors at once or any source, on the host backend (paired by tag, unchecked).
 c10::intrusive_ptr<Work> ProcessGroupNeuron::send(TensorList& tensors, int dst_rank, int tag) {
   if (p2p_ && tensors.size() == 1) {
-    check_devices("send", tensors);
+    const auto wrong_device = device_refusal(tensors);  // a CPU tensor: raised here, before the message
+    TORCH_CHECK(wrong_device.empty(), "neuron backend: send: ", wrong_device);
     return p2p_->send(tensors[0], dst_rank, c10::str(describe("send", tensors[0]), " to rank ", dst_rank));
   }
   return collective({OpType::SEND, "send", tensors, tensors, first(tensors, "send"), std::nullopt}, nullptr,
@@ -868,7 +869,8 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::send(TensorList& tensors, int dst_r
 
 c10::intrusive_ptr<Work> ProcessGroupNeuron::recv(TensorList& tensors, int src_rank, int tag) {
   if (p2p_ && tensors.size() == 1) {
-    check_devices("recv", tensors);
+    const auto wrong_device = device_refusal(tensors);  // a CPU tensor: raised here, before the message
+    TORCH_CHECK(wrong_device.empty(), "neuron backend: recv: ", wrong_device);
     return p2p_->recv(tensors[0], src_rank, c10::str(describe("recv", tensors[0]), " from rank ", src_rank));
   }
   return collective({OpType::RECV, "recv", tensors, tensors, first(tensors, "recv"), std::nullopt}, nullptr,
