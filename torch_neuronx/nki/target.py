@@ -100,7 +100,6 @@ def current() -> Generation:
                 f"Use one of {', '.join(sorted(_OVERRIDES))} (trn1/inf2/gen2: NeuronCore-v2, trn2/gen3: v3, "
                 "trn3/gen4: v4), or unset it to follow the emulated instance (TORCHNEURON_INSTANCE).")
         return GENERATIONS[_OVERRIDES[override]]
-    from ..runtime.topology import DEFAULT_INSTANCE, instance_type
-    inst = instance_type(os.environ.get("TORCHNEURON_INSTANCE", DEFAULT_INSTANCE).strip(),
-                         source="TORCHNEURON_INSTANCE")
+    from ..runtime.topology import instance_name, instance_type
+    inst = instance_type(instance_name(), source="TORCHNEURON_INSTANCE")
     return GENERATIONS[_CHIP_VERSION[inst.core_version]]
