@@ -290,7 +290,7 @@ for dim in ("dp", "tp"):
     x = torch.full((3,), float(rank), device="neuron")
     dist.all_reduce(x, group=mesh.get_group(dim))
     assert x.cpu().tolist() == [float(sum(ranks))] * 3, (dim, ranks, x)
-print("OK", rank, len(dist.get_process_group_ranks(mesh.get_group("dp"))))
+print("OK", rank, len(dist.get_process_group_ranks(mesh.get_group("dp"))), flush=True)
 dist.destroy_process_group()
 """
 

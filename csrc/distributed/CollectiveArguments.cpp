@@ -155,6 +155,12 @@ std::string even_splits(const at::Tensor& t, const std::vector<int64_t>& splits,
   if (static_cast<int>(splits.size()) != size) {
     return c10::str(what, "_split_sizes length (", splits.size(), ") must match group_size (", size, ")");
   }
+  // A permutation (the whole tensor to or from one rank, nothing to the others: _functional_collectives.
+  // permute_tensor, which PyTorch's ring attention backward uses) is accepted: TorchNeuron 2.33 documents context
+  // parallelism on the neuron backend, which needs it (its April snapshot refused it; docs/fidelity.md).
+  int nonzero = 0;
+  for (int64_t s : splits) nonzero += s != 0;
+  if (nonzero == 1 && *std::max_element(splits.begin(), splits.end()) == rows) return "";
   for (int64_t s : splits) {
     if (s != splits[0]) {
       return c10::str("Only even split sizes are supported on Neuron. Got ", what,

@@ -66,6 +66,21 @@ def flash_attention_for_cpu(query, key, value, dropout_p=0.0, is_causal=False, *
     return output, logsumexp
 
 
+def flash_attention(query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
+    """CUDA's flash attention with its log-sum-exp (neuron runs it for ring attention: csrc/aten/native/
+    FlashAttention.cpp) as the same math: no cumulative lengths, no random state (no dropout here)."""
+    output, logsumexp = flash_attention_for_cpu(query, key, value, dropout_p, is_causal, scale=scale)
+    none = torch.empty(0, dtype=torch.int64, device=query.device)  # int64: torch-mlir has no uint64
+    return (output, logsumexp, none, none, query.shape[-2], key.shape[-2], none, none,
+            torch.empty(0, dtype=query.dtype, device=query.device))
+
+
+def flash_attention_backward(grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k,
+                             dropout_p, is_causal, philox_seed, philox_offset, *, scale=None):
+    return flash_attention_for_cpu_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal,
+                                            scale=scale)
+
+
 def flash_attention_for_cpu_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, *,
                                      attn_mask=None, scale=None):
     if dropout_p != 0.0:
@@ -234,6 +249,8 @@ LOWERING_DECOMPOSITIONS = {
     **_torchneuron_selection(),
     aten._scaled_dot_product_flash_attention_for_cpu.default: flash_attention_for_cpu,
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_for_cpu_backward,
+    aten._scaled_dot_product_flash_attention.default: flash_attention,
+    aten._scaled_dot_product_flash_attention_backward.default: flash_attention_backward,
     aten.histc.default: histc,
     aten.fmod.Scalar: fmod_scalar,
     aten.convolution_backward.default: convolution_backward,

@@ -34,6 +34,7 @@ program once in StableHLO's reference interpreter and compares it with the execu
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -425,6 +426,22 @@ def _specialize_symbolic_ints(gm: torch.fx.GraphModule) -> None:
             gm.graph.erase_node(node)
 
 
+def _unsigned_inputs_as_signed(gm: torch.fx.GraphModule) -> None:
+    """Program inputs of unsigned 64/32/16-bit integers (the random state CUDA's flash attention returns, passed to
+    its backward, which the math backward does not read) as signed ones of the same width: torch-mlir's importer
+    has no unsigned dtypes other than uint8."""
+    signed = {torch.uint64: torch.int64, torch.uint32: torch.int32, torch.uint16: torch.int16}
+    for node in gm.graph.nodes:
+        value = node.meta.get("val")
+        if node.op == "placeholder" and isinstance(value, torch.Tensor) and value.dtype in signed:
+            with value.fake_mode if hasattr(value, "fake_mode") else contextlib.nullcontext():
+                node.meta["val"] = torch.empty_strided(value.shape, value.stride(), dtype=signed[value.dtype],
+                                                       device=value.device)
+            if "tensor_meta" in node.meta:  # the importer reads the type from it first
+                from torch.fx.passes.shape_prop import _extract_tensor_metadata
+                node.meta["tensor_meta"] = _extract_tensor_metadata(node.meta["val"])
+
+
 def as_torchneuron_presents_it(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """TorchNeuron's post-AOT FX passes on the copy made by `prepare` (in place where possible)."""
     _tensor_outputs_only(gm)
@@ -439,6 +456,7 @@ def as_torchneuron_presents_it(gm: torch.fx.GraphModule) -> torch.fx.GraphModule
         meta, gm = gm.meta, _retrace(gm)  # inputs and outputs keep their positions
         gm.meta.update(meta)
     _clamp_slice_ends(gm)
+    _unsigned_inputs_as_signed(gm)
     # last: the values the nodes' metadata describe stay on their devices
     _drop_device_moves(gm)
     _drop_device_arguments(gm)

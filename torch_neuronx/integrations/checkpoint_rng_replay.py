@@ -56,7 +56,8 @@ def _run_with(original):
         if index is None:
             return original(rng_state, op, *args, **kwargs)
         current = torch.random.get_rng_state()
-        torch.random.set_rng_state(rng_state)
+        # the saved state is a graph value: a compiled graph's executor may have moved it to the device
+        torch.random.set_rng_state(rng_state.cpu())
         try:
             return op(*args, **kwargs)
         finally:
