@@ -862,7 +862,9 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::send(TensorList& tensors, int dst_r
   }
   return collective({OpType::SEND, "send", tensors, tensors, first(tensors, "send"), std::nullopt}, nullptr,
                     [&]() -> Issued {
-                      auto host = on_host(tensors);
+                      // the host backend sends contiguous bytes: a strided tensor goes as its contiguous copy
+                      TensorList host;
+                      for (const auto& t : on_host(tensors)) host.push_back(t.contiguous());
                       return {host_->send(host, dst_rank, tag), nullptr};
                     });
 }
@@ -875,8 +877,13 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::recv(TensorList& tensors, int src_r
   }
   return collective({OpType::RECV, "recv", tensors, tensors, first(tensors, "recv"), std::nullopt}, nullptr,
                     [&]() -> Issued {
-                      auto host = on_host(tensors);
-                      return {host_->recv(host, src_rank, tag), nullptr};
+                      // received into contiguous bytes, copied into a strided tensor once they arrived
+                      auto views = std::make_shared<std::vector<HostBytes>>(host_bytes(tensors));
+                      TensorList host;
+                      for (const auto& b : *views) host.push_back(b.dense);
+                      return {host_->recv(host, src_rank, tag), [views] {
+                                for (auto& b : *views) b.write_back();
+                              }};
                     });
 }
 
