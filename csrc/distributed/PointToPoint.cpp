@@ -55,14 +55,6 @@ void wake(Slot* s) {
   if (std::atomic_ref<uint32_t>(s->sleepers).load(std::memory_order_seq_cst) > 0) futex_wake_all_shared(&s->state);
 }
 
-void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 // Returns the slot's state once `ready(state)`: polls briefly (longer when the group has a CPU per rank: a peer
 // that is running answers within microseconds), then sleeps on it, registered in `sleepers` (seq_cst both: the
 // peer's wake() either sees the registration or changed the word before futex_wait compares it). `lost()` runs

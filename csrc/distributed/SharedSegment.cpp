@@ -111,14 +111,6 @@ std::string hostname() {
   return buf;
 }
 
-void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 // What a rank waiting for its peers does before it sleeps on a futex word: polls `reached()` a little
 // (true: it came). A peer running on another CPU often arrives within a microsecond or two, and a sleep
 // puts a wake-up (a futex call by the last arrival, the scheduler bringing this rank back: tens of

@@ -83,4 +83,13 @@ bool has_cpu_per_rank(int size);
 void futex_wait_shared(uint32_t* word, uint32_t expected, std::chrono::milliseconds at_most);
 void futex_wake_all_shared(uint32_t* word);
 
+// One spin of a polling loop: tells the CPU this is a wait (a sibling hyperthread gets the core).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 } // namespace neuron::distributed
