@@ -29,7 +29,12 @@ GPT3_6_7B = dict(model_type="gpt_neox", hidden_size=4096, num_hidden_layers=32, 
 
 # AWS's Megatron-LM reference (SDK 2.6 tutorial, frameworks/torch/torch-neuronx/tutorials/training/megatron_lm_gpt.rst
 # @ 7119ba39): TP 8 x DP 4 per instance, micro-batch 1, dropout disabled, "No CUDA fusions (bias-gelu,
-# masked-softmax, bias-dropout)": Megatron's attention as two matmuls around a softmax, the scores in HBM.
+# masked-softmax, bias-dropout)": Megatron's attention as two matmuls around a softmax, the scores in HBM. Its script
+# (aws-neuron-reference-for-megatron-lm examples/pretrain_gpt3_6.7B_32layers_bf16.sh @ f55a525, the SDK 2.6 state):
+# XLA_USE_BF16=1 with stochastic rounding (BF16 parameters, gradients and optimizer state, as the plan's bf16), no
+# activation checkpointing, no sequence parallelism, local DDP (one gradient all-reduce per step, optimizer state
+# not sharded), --clip-grad 1, no NEURON_FUSE_SOFTMAX (added in SDK 2.11). docs/plan.md, "GPT3-6.7B with SDK 2.6",
+# weighs each against the plan's step: none explains the one-instance row's 1.43.
 MEGATRON = "AWS's Megatron-LM reference: unfused attention (scores materialised), dropout off"
 
 DECODER_CSV = "about-neuron/benchmarks/trn1/training_data_decoder.csv"
