@@ -239,13 +239,13 @@ def test_op_tracking_classifies_as_the_real_plugin_records():
     x = torch.randn(8, 8, device=DEV)  # empty (a Neuron kernel) + normal_ (no Neuron kernel: the CPU)
     w = torch.randn(4, 8, device=DEV)
     y = (x @ x + x).relu()
-    y.sqrt_()  # in-place: reaches the registered sqrt.out on Trainium
+    y.sqrt_()  # in-place: reaches the registered sqrt.out on Trainium, reported under that name
     torch.linalg.qr(x)
     fallback, executed = torch_neuronx.get_fallback_ops(), torch_neuronx.get_executed_ops()
     assert isinstance(fallback, list) and isinstance(executed, list)
     assert {"aten::normal_", "aten::linalg_qr"} <= set(fallback), fallback
-    assert {"aten::empty", "aten::mm", "aten::add.Tensor", "aten::relu", "aten::sqrt_"} <= set(executed), executed
-    assert not set(fallback) & set(executed)
+    assert {"aten::empty", "aten::mm", "aten::add.Tensor", "aten::relu", "aten::sqrt.out"} <= set(executed), executed
+    assert "aten::sqrt_" not in executed and not set(fallback) & set(executed)
     # Composite ops the real plugin registers are one Neuron kernel, recorded as themselves, also under
     # inference_mode (no autograd key); allocation and copy ops as its C++ kernels record them; views not.
     torch_neuronx.clear_op_tracking()
@@ -261,6 +261,17 @@ def test_op_tracking_classifies_as_the_real_plugin_records():
             "aten::embedding"} <= executed, executed
     assert not {"aten::addmm", "aten::t", "aten::view", "aten::unsqueeze", "aten::index_select"} & executed, executed
     assert not torch_neuronx.get_fallback_ops()
+    # Ops TorchNeuron runs as one kernel that are composed of other ops here: recorded as themselves.
+    torch_neuronx.clear_op_tracking()
+    torch.ops.aten.linear_backward(x, torch.randn(8, 4, device=DEV), w, [True, True, True])
+    torch.batch_norm_stats(x.view(2, 4, 8), 1e-5)
+    executed = set(torch_neuronx.get_executed_ops())
+    assert {"aten::linear_backward", "aten::batch_norm_stats"} <= executed, executed
+    assert not {"aten::mm", "aten::sum.dim_IntList", "aten::rsqrt"} & executed, executed
+    # Copies are logged by TorchNeuron's C++ copy kernel on every call, also inside _to_copy.
+    torch_neuronx.clear_op_tracking()
+    torch.ones(3).to(DEV)
+    assert {"aten::_to_copy", "aten::copy_"} <= set(torch_neuronx.get_executed_ops())
     # The emulator's own path, kept apart: qr took its generic host path, mm its dedicated kernel.
     torch.linalg.qr(x)
     x @ x

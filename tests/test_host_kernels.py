@@ -98,10 +98,25 @@ def test_mixed_dtypes_promote_like_cpu():
     assert torch.equal(torch.exp(a.mul(5).int().neuron()).cpu(), torch.exp(a.mul(5).int()))
 
 
+def test_mm_shape_errors_as_torchneuron_words_them():
+    a, b = torch.randn(3, 4, device="neuron"), torch.randn(5, 6, device="neuron")
+    with pytest.raises(RuntimeError, match=r"a and b must have same reduction dim, but got \[3, 4\] X \[5, 6\]"):
+        torch.mm(a, b)
+    with pytest.raises(RuntimeError, match="a must be 2D and b must be 2D, got 3-D and 2-D"):
+        torch.mm(torch.randn(2, 3, 4, device="neuron"), b)
+    strided = b[:4].T.contiguous().T
+    assert torch.equal(torch.mm(a, strided).cpu(), torch.mm(a.cpu(), strided.cpu()))
+
+
 def test_errors_are_cudas():
     a, b = pair(torch.float32)
-    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device.*neuron:0 and cpu"):
+    # CUDA's message, which also names the CPU argument as TorchNeuron does; a 0-dim CPU tensor mixes in
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device.*neuron:0 and cpu.*"
+                                           "Non-scalar tensor arg1 is on cpu device, expected neuron"):
         a.neuron() + b.expand(4, 33).contiguous()
+    with pytest.raises(RuntimeError, match="Non-scalar tensor arg1 is on cpu device, expected neuron"):
+        a.neuron().mul_(b.expand(4, 33).contiguous())
+    assert torch.equal((a.neuron() * torch.tensor(2.0)).cpu(), a * 2)
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device.*neuron:0 and neuron:1"):
         a.neuron() + b.to("neuron:1")
     with pytest.raises(RuntimeError, match="can't be cast to the desired output type Long"):
@@ -178,7 +193,8 @@ def test_zero_sum_mean_cat_outside_the_common_case_take_the_fallback():
         out = fn(x.neuron(), f.neuron())
         assert fallback_calls() > 0, name
         assert torch.equal(out.cpu(), fn(x, f)), name
-    with pytest.raises(RuntimeError, match=r"found at least two devices, neuron:0 and cpu! \(when running aten::cat"):
+    with pytest.raises(RuntimeError, match=r"found at least two devices, neuron:0 and cpu! \(when running aten::cat "
+                                           r"on neuron\)\. Non-scalar tensor arg0\[1\] is on cpu device"):
         torch.cat([f.neuron(), f])
 
 

@@ -1,5 +1,7 @@
 """torch.neuron mirrors torch.cuda; torch.accelerator and torch.autocast work for neuron."""
 
+import os
+
 import pytest
 import torch
 
@@ -186,7 +188,9 @@ def test_torchneuron_utils_answer_for_the_emulated_instance():
     assert utils.get_platform_target() == "trn2" and utils.get_lnc_setting() == "2"
     assert utils.get_logical_neuron_cores() == "2" and utils.get_worker_multiplier() == 1
     assert utils.is_float8_e4m3_supported() and not utils.is_mxocp_supported()
-    assert utils.is_sync_mode_enabled() and not utils.use_mlir_aten_ops()
+    # TorchNeuron's default eager path (torch-mlir), whose op names op tracking reports; set at import.
+    assert utils.is_sync_mode_enabled() and utils.use_mlir_aten_ops()
+    assert os.environ["TORCH_NEURONX_MLIR_ATEN_OPS"] == "1"
     ops = utils.get_neuron_registered_ops()
     assert {"linear", "embedding", "add", "_foreach_add"} <= ops and "normal_" not in ops and len(ops) == 193
     assert "add.Tensor" in utils.get_neuron_registered_ops(keep_variant=True)

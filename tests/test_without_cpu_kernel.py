@@ -72,6 +72,11 @@ def test_sync_batchnorm_kernels_match_their_definition(dtype):
     reduced = [torch.batch_norm_backward_reduce(dy.to(dtype).to("neuron"), s, mean, invstd,
                                                 weight.float().to("neuron"), True, True, True)
                for dy, s in zip(dys, on)]
+    # All four sums whatever the flags, as TorchNeuron's kernel returns them (CUDA leaves the unrequested ones
+    # undefined; nn.SyncBatchNorm drops them itself).
+    flags_off = torch.batch_norm_backward_reduce(dys[0].to(dtype).to("neuron"), on[0], mean, invstd,
+                                                 weight.float().to("neuron"), False, False, False)
+    assert all(torch.equal(a.cpu(), b.cpu()) for a, b in zip(flags_off, reduced[0]))
     sum_dy = sum(r[0] for r in reduced)
     sum_dy_xmu = sum(r[1] for r in reduced)
     grad_weight = sum(r[2].cpu().double() for r in reduced)
@@ -169,3 +174,33 @@ def test_sdpa_default_backend_stays_the_cpu_choice():
     out = F.scaled_dot_product_attention(q, q, q)
     assert "Overrideable" not in out.grad_fn.name()  # the CPU's fused flash kernel: CPU's numbers, bit for bit
     assert torch.equal(out.detach().cpu(), F.scaled_dot_product_attention(*(q.detach().cpu(),) * 3))
+
+
+@pytest.mark.parametrize("dtype,weight_dtype", [(torch.float32, torch.float32), (torch.bfloat16, torch.bfloat16),
+                                                (torch.bfloat16, torch.float32), (torch.float16, torch.float32)])
+def test_rms_norm_and_its_fused_backward_match_cpu(dtype, weight_dtype):
+    """rms_norm takes the fused form on neuron (a 16-bit input with a float32 weight computed in float32, as
+    TorchNeuron does), and its backward is _fused_rms_norm_backward, which the CPU has no kernel for."""
+    torch.manual_seed(0)
+    x, w, dy = torch.randn(3, 4, 8, dtype=dtype), torch.randn(4, 8, dtype=weight_dtype), torch.randn(3, 4, 8, dtype=dtype)
+    xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
+    want = F.rms_norm(xc, (4, 8), wc, 1e-5)
+    want.backward(dy)
+    xn, wn = x.to("neuron").requires_grad_(), w.to("neuron").requires_grad_()
+    got = F.rms_norm(xn, (4, 8), wn, 1e-5)
+    assert got.dtype == want.dtype and got.grad_fn is not None
+    got.backward(dy.to("neuron"))
+    tol = {"atol": 1e-5, "rtol": 1.3e-6} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+    torch.testing.assert_close(got.cpu(), want.detach(), **tol)
+    torch.testing.assert_close(xn.grad.cpu(), xc.grad, **tol)
+    torch.testing.assert_close(wn.grad.cpu(), wc.grad, **tol)
+    # the backward kernel itself, without a weight and with one gradient requested
+    xf = x.float()
+    rstd = (xf.pow(2).mean((-2, -1), keepdim=True) + 1e-5).rsqrt()
+    dx, dw = torch.ops.aten._fused_rms_norm_backward(dy.to("neuron"), x.to("neuron"), [4, 8], rstd.to("neuron"),
+                                                     None, [True, False])
+    xr = x.double().requires_grad_()
+    F.rms_norm(xr, (4, 8), None, 1e-5).backward(dy.double())
+    assert dw is None and dx.dtype == dtype
+    torch.testing.assert_close(dx.cpu().double(), xr.grad, **({"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32
+                                                               else {"atol": 3e-2, "rtol": 3e-2}))

@@ -23,6 +23,9 @@ os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
 # (NEURON_LAUNCH_BLOCKING=1); the emulator's kernels are synchronous whatever it says
 # (torch_neuronx.utils.is_sync_mode_enabled). Set for code that reads it; a user value wins.
 os.environ.setdefault("NEURON_LAUNCH_BLOCKING", "1")
+# TorchNeuron's eager ops take its torch-mlir path by default (TORCH_NEURONX_MLIR_ATEN_OPS=1 in every build);
+# op tracking here reports that path's op names (torch_neuronx.utils.use_mlir_aten_ops). A user value wins.
+os.environ.setdefault("TORCH_NEURONX_MLIR_ATEN_OPS", "1")
 
 
 

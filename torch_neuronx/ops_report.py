@@ -147,26 +147,32 @@ class _TopLevelModuleCalls:
 
 _module_calls = _TopLevelModuleCalls()
 
-def _ops_run_on_neuron() -> set[str]:
+def _ops_run_on_neuron() -> tuple[set[str], dict[str, str]]:
     """REGISTERED_OPS, and the in-place ops that reach a registered out= overload on Trainium: a structured
-    in-place op with no kernel of its own there (`sqrt_`) runs PyTorch's generated default-backend kernel,
-    which calls its out= variant (`sqrt.out`, registered), so a NeuronCore runs it."""
+    in-place op with no kernel of its own there (`tril_`) runs PyTorch's generated default-backend kernel,
+    which calls its out= variant (`tril.out`, registered), so a NeuronCore runs it and op tracking reports
+    the out= overload (the second result: "aten::tril_" -> "aten::tril.out")."""
     ops = set(REGISTERED_OPS)
+    reported_as = {}
     for full in REGISTERED_OVERLOADS:
         name, _, overload = full.partition(".")
         if overload != "out" and not overload.endswith("_out"):
             continue
         inplace = name + "_" + (f".{overload[:-4]}" if overload.endswith("_out") else "")
+        if inplace in REGISTERED_OVERLOADS:  # a kernel of its own there (index_add_): reported as itself
+            continue
         try:
             structured = torch._C._dispatch_has_kernel_for_dispatch_key(inplace, "CompositeExplicitAutogradNonFunctional")
         except RuntimeError:  # no such op in this torch
             continue
         if structured:
             ops.add(name + "_")
-    return ops
+            reported_as[inplace] = full
+    return ops, reported_as
 
 
-_C._set_registered_ops(sorted(_ops_run_on_neuron()))
+_registered, _reported_as = _ops_run_on_neuron()
+_C._set_registered_ops(sorted(_registered), _reported_as)
 _C._track_registered_composites(sorted(REGISTERED_OVERLOADS), sorted(RECORDS_ITS_PARTS))
 _C._set_cpu_fallback_allowed(_cpu_fallback_allowed())
 _check_recovery_switches()

@@ -116,9 +116,11 @@ def is_sync_mode_enabled() -> bool:
 
 
 def use_mlir_aten_ops() -> bool:
-    """Whether eager ATen ops are lowered through torch-mlir (TORCH_NEURONX_MLIR_ATEN_OPS on Trainium). Never
-    here: they run on the emulator's host kernels."""
-    return False
+    """Whether eager ATen ops take TorchNeuron's torch-mlir path: TORCH_NEURONX_MLIR_ATEN_OPS=1, which importing
+    the plugin sets by default, as TorchNeuron does. Op tracking reports that path's op names (aten::mv,
+    aten::clamp.Tensor, aten::index_add_), which code reading this switch expects; the emulator runs its host
+    kernels either way, so the switch changes nothing else."""
+    return os.environ.get("TORCH_NEURONX_MLIR_ATEN_OPS", "0") == "1"
 
 
 def is_neff_cache_disabled() -> bool:

@@ -2,6 +2,7 @@
 // ATen's generic view kernels for the PrivateUse1 ("neuron") dispatch key.
 // View ops must be native: a fallback cannot produce views of device storage.
 #include "aten/native/Native.h"
+#include "aten/native/OpTracking.h"
 
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -13,6 +14,22 @@
 #include <torch/library.h>
 
 namespace neuron {
+namespace {
+
+// Ops TorchNeuron runs as one Neuron kernel that these kernels compute from other ops: op tracking records
+// the op (NEURON_RECORDED_KERNEL), not the ops it is made of here.
+constexpr char kLinearBackward[] = "aten::linear_backward";
+constexpr char kFusedRmsNormBackward[] = "aten::_fused_rms_norm_backward";
+constexpr char kRmsNorm[] = "aten::rms_norm";  // a function calling _fused_rms_norm there: both recorded
+constexpr char kBatchNormStats[] = "aten::batch_norm_stats";
+constexpr char kBatchNormElemt[] = "aten::batch_norm_elemt";
+constexpr char kBatchNormElemtOut[] = "aten::batch_norm_elemt.out";
+constexpr char kBatchNormGatherStats[] = "aten::batch_norm_gather_stats";
+constexpr char kBatchNormGatherStatsWithCounts[] = "aten::batch_norm_gather_stats_with_counts";
+constexpr char kBatchNormBackwardReduce[] = "aten::batch_norm_backward_reduce";
+constexpr char kBatchNormBackwardElemt[] = "aten::batch_norm_backward_elemt";
+
+} // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", native::empty_memory_format);
@@ -56,18 +73,29 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("histc.out", native::histc_out);
   m.impl("convolution_overrideable", native::convolution);
   m.impl("convolution_backward_overrideable", native::convolution_backward);
-  m.impl("linear_backward", native::linear_backward);
+  m.impl("linear_backward", NEURON_RECORDED_KERNEL(native::linear_backward, kLinearBackward));
+  m.impl("rms_norm", NEURON_RECORDED_KERNEL_WITH_PARTS(native::rms_norm, kRmsNorm));
+  m.impl("_fused_rms_norm_backward", NEURON_RECORDED_KERNEL(native::fused_rms_norm_backward, kFusedRmsNormBackward));
   m.impl("_softmax", native::softmax);
   m.impl("_softmax_backward_data", native::softmax_backward);
   m.impl("_scaled_dot_product_fused_attention_overrideable", native::fused_attention_overrideable);
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward", native::fused_attention_overrideable_backward);
-  m.impl("batch_norm_stats", native::batch_norm_stats);
-  m.impl("batch_norm_elemt", native::batch_norm_elemt);
-  m.impl("batch_norm_elemt.out", native::batch_norm_elemt_out);
-  m.impl("batch_norm_gather_stats", native::batch_norm_gather_stats);
-  m.impl("batch_norm_gather_stats_with_counts", native::batch_norm_gather_stats_with_counts);
-  m.impl("batch_norm_backward_reduce", native::batch_norm_backward_reduce);
-  m.impl("batch_norm_backward_elemt", native::batch_norm_backward_elemt);
+  m.impl("batch_norm_stats", NEURON_RECORDED_KERNEL(native::batch_norm_stats, kBatchNormStats));
+  m.impl("batch_norm_elemt", NEURON_RECORDED_KERNEL(native::batch_norm_elemt, kBatchNormElemt));
+  m.impl("batch_norm_elemt.out", NEURON_RECORDED_KERNEL(native::batch_norm_elemt_out, kBatchNormElemtOut));
+  m.impl("batch_norm_gather_stats", NEURON_RECORDED_KERNEL(native::batch_norm_gather_stats, kBatchNormGatherStats));
+  m.impl("batch_norm_gather_stats_with_counts",
+         NEURON_RECORDED_KERNEL(native::batch_norm_gather_stats_with_counts, kBatchNormGatherStatsWithCounts));
+  m.impl("batch_norm_backward_reduce",
+         NEURON_RECORDED_KERNEL(native::batch_norm_backward_reduce, kBatchNormBackwardReduce));
+  m.impl("batch_norm_backward_elemt",
+         NEURON_RECORDED_KERNEL(native::batch_norm_backward_elemt, kBatchNormBackwardElemt));
+}
+
+// rms_norm is an implicit composite: at the autograd key too, so that autograd differentiates the ops it
+// calls (as TorchNeuron registers it).
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("rms_norm", NEURON_RECORDED_KERNEL_WITH_PARTS(native::rms_norm, kRmsNorm));
 }
 
 // Copies handle conjugate/negative views themselves (the host copy_ resolves

@@ -51,7 +51,9 @@ void dense_copy(const at::Tensor& src, const at::Tensor& dst) {
 } // namespace
 
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_blocking*/) {
-  NEURON_TRACK_OP("aten::copy_");  // every copy_ with a neuron tensor ends here
+  // Every copy_ with a neuron tensor ends here. Recorded inside registered ops too: TorchNeuron's C++ copy
+  // kernel logs every call (a CPU -> neuron .to() reports _to_copy and copy_).
+  NEURON_TRACK_ALLOCATION("aten::copy_");
   const bool to_neuron = dst.device().type() == kNeuron;
   // As TorchNeuron (and nrt_tensor_copy): a device-to-device copy stays on one NeuronCore.
   TORCH_CHECK(!(to_neuron && src.device().type() == kNeuron && src.device() != dst.device()),

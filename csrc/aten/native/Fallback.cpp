@@ -94,7 +94,8 @@ struct Call {
   OpInfo* info;
   c10::optional<c10::DeviceIndex> device;
   const at::Tensor* first_neuron = nullptr;
-  const at::Tensor* first_host = nullptr;
+  const at::Tensor* first_host = nullptr;  // the first non-scalar CPU tensor, argument first_host_arg
+  std::string first_host_arg;              // "arg1", "arg0[2]" (a list's element), as TorchNeuron names it
   // Inline capacity for a typical op, so a call allocates nothing for its bookkeeping.
   // device StorageImpl -> host alias storage (one per storage, so aliasing is preserved)
   c10::SmallVector<std::pair<c10::StorageImpl*, c10::Storage>, 4> aliases;
@@ -103,7 +104,7 @@ struct Call {
   // argument tensors and their host aliases, for write-back of metadata
   c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> written;
 
-  void see(const at::Tensor& t) {
+  void see(const at::Tensor& t, size_t arg, int64_t element = -1) {
     if (!t.defined()) return;
     if (t.device().type() == kNeuron) {
       if (!device) {
@@ -114,6 +115,7 @@ struct Call {
       }
     } else if (t.is_cpu() && t.dim() > 0 && !first_host) {
       first_host = &t;
+      first_host_arg = "arg" + std::to_string(arg) + (element >= 0 ? "[" + std::to_string(element) + "]" : "");
     }
   }
 
@@ -121,6 +123,15 @@ struct Call {
     TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ",
                 a.device(), " and ", b.device(), "! (when running ", info->name,
                 " on neuron). Move the tensors to one device first, e.g. with .to(\"", a.device(), "\").");
+  }
+
+  // A non-scalar CPU tensor among neuron tensors: CUDA's message, with TorchNeuron's naming the argument.
+  [[noreturn]] void host_mismatch() {
+    const c10::Device neuron(kNeuron, out_device());
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", neuron,
+                " and cpu! (when running ", info->name, " on neuron). Non-scalar tensor ", first_host_arg,
+                " is on cpu device, expected neuron: only 0-dim CPU tensors mix with neuron tensors. Move the "
+                "tensors to one device first, e.g. with .to(\"", neuron, "\").");
   }
 
   at::Tensor to_host(const at::Tensor& t) {
@@ -173,20 +184,24 @@ void find_device(Call& call, const torch::jit::Stack& stack, size_t begin, size_
   op_signatures::Hasher signature(call.info->op.name_hash);
   for (size_t i = begin; i < begin + nargs; ++i) {
     const c10::IValue& v = stack[i];
+    const size_t arg = i - begin;
     if (v.isTensor()) {
-      call.see(v.toTensor());
+      call.see(v.toTensor(), arg);
       signature.add(v.toTensor());
     } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList()) call.see(t), signature.add(t);
+      int64_t j = 0;
+      for (const at::Tensor& t : v.toTensorList()) call.see(t, arg, j++), signature.add(t);
     } else if (v.isList()) {
-      for (const c10::IValue& e : v.toListRef())
-        if (e.isTensor()) call.see(e.toTensor()), signature.add(e.toTensor());
+      int64_t j = 0;
+      for (const c10::IValue& e : v.toListRef()) {
+        if (e.isTensor()) call.see(e.toTensor(), arg, j), signature.add(e.toTensor());
+        ++j;
+      }
     } else if (v.isDevice() && v.toDevice().type() == kNeuron && !call.device) {
       call.device = v.toDevice().has_index() ? v.toDevice().index() : current_device();
     }
   }
-  if (call.device && call.first_host && !call.info->allows_host_tensors)
-    call.mismatch(*call.first_neuron, *call.first_host);
+  if (call.device && call.first_host && !call.info->allows_host_tensors) call.host_mismatch();
   if (call.device) {
     op_signatures::record(call.info->op, signature);
     op_tracking::record(call.info->site);

@@ -218,8 +218,19 @@ decltype(auto) boxed_fallback(Args&&... args) {
   return at::native::call_fallback_fn<&fallback_on_stack, Op>::call(std::forward<Args>(args)...);
 }
 
+// A non-scalar CPU tensor among the operands: TensorIterator would raise CUDA's bare mixed-device error; the
+// boxed fallback raises it naming the argument, as TorchNeuron does.
+template <class... Args>
+bool has_host_operand(const Args&... args) {
+  return ([&] {
+    if constexpr (std::is_same_v<Args, at::Tensor>) return args.defined() && args.is_cpu() && args.dim() > 0;
+    return false;
+  }() || ...);
+}
+
 template <class Kernel, class Op, class... Args>
 at::Tensor functional(const Args&... args) {
+  if (has_host_operand(args...)) return boxed_fallback<Op>(args...);
   Functional<Kernel> k;
   k.meta(args...);
   if (!one_dtype(k)) return boxed_fallback<Op>(args...);  // which records the call itself
@@ -231,6 +242,7 @@ at::Tensor functional(const Args&... args) {
 
 template <class Kernel, class Op, class... Rest>
 at::Tensor& inplace(at::Tensor& self, const Rest&... rest) {
+  if (has_host_operand(self, rest...)) return boxed_fallback<Op>(self, rest...);
   InPlace<Kernel> k(self);
   k.meta(self, rest...);
   if (!one_dtype(k)) return boxed_fallback<Op>(self, rest...);

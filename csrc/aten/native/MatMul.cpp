@@ -24,9 +24,21 @@ using host_kernels::boxed_fallback;
 using host_kernels::on_host_alias_path;
 using host_kernels::record_signature;
 
+// TorchNeuron checks mm's shapes before lowering it, in the words of PyTorch's meta function; the CPU
+// kernel's own words follow.
+void check_mm_shapes(const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "mm: a must be 2D and b must be 2D, got ", a.dim(), "-D and ", b.dim(),
+              "-D tensors (self must be a matrix). Use torch.matmul for batched or vector operands, or reshape them "
+              "to [rows, cols].");
+  TORCH_CHECK(a.size(1) == b.size(0), "mm: a and b must have same reduction dim, but got [", a.size(0), ", ",
+              a.size(1), "] X [", b.size(0), ", ", b.size(1), "] (mat1 and mat2 shapes cannot be multiplied). The "
+              "columns of the first must equal the rows of the second: transpose or reshape one of them.");
+}
+
 } // namespace
 
 at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
+  check_mm_shapes(self, mat2);
   if (!on_host_alias_path({&self, &mat2}) || self.dim() != 2 || mat2.dim() != 2)
     return boxed_fallback<ATEN_OP(mm)>(self, mat2);
   record_signature<ATEN_OP(mm)>(self, mat2);

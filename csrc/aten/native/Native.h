@@ -141,6 +141,14 @@ at::Tensor batch_norm_backward_elemt(const at::Tensor& grad_out, const at::Tenso
                                      const at::Tensor& invstd, const std::optional<at::Tensor>& weight,
                                      const at::Tensor& sum_dy, const at::Tensor& sum_dy_xmu, const at::Tensor& count);
 
+// RmsNorm.cpp: rms_norm as TorchNeuron runs it (always the fused form), and the fused form's backward.
+at::Tensor rms_norm(const at::Tensor& input, c10::SymIntArrayRef normalized_shape, const std::optional<at::Tensor>& weight,
+                    std::optional<double> eps);
+std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(const at::Tensor& grad_out, const at::Tensor& input,
+                                                           at::IntArrayRef normalized_shape, const at::Tensor& rstd,
+                                                           const std::optional<at::Tensor>& weight,
+                                                           std::array<bool, 2> mask);
+
 // WithoutCpuKernel.cpp: other ops an accelerator runs that have no CPU kernel.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward(const at::Tensor& self, const at::Tensor& grad_output,
                                                                const at::Tensor& weight, std::array<bool, 3> mask);

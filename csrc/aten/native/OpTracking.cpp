@@ -29,6 +29,7 @@ thread_local int t_inside_registered_op = 0;
 struct State {
   std::mutex mu;
   std::unordered_set<std::string> registered;  // base names
+  std::unordered_map<std::string, std::string> reported_as;  // op -> the name Trainium reports it under
   std::set<std::string> executed;
   std::set<std::string> fallback;
 };
@@ -57,10 +58,12 @@ std::string trainium_name(const std::string& op_name) {
 }
 
 void insert(State& s, const std::string& name) {
-  if (s.registered.count(base_of(name)))
-    s.executed.insert(name);
-  else
+  if (!s.registered.count(base_of(name))) {
     s.fallback.insert(name);
+    return;
+  }
+  auto renamed = s.reported_as.find(name);
+  s.executed.insert(renamed == s.reported_as.end() ? name : renamed->second);
 }
 
 } // namespace
@@ -89,10 +92,12 @@ void set_cpu_fallback_allowed(bool allowed) { g_reject_cpu_ops.store(!allowed); 
 InsideRegisteredOp::InsideRegisteredOp() { ++t_inside_registered_op; }
 InsideRegisteredOp::~InsideRegisteredOp() { --t_inside_registered_op; }
 
-void set_registered_ops(const std::vector<std::string>& base_names) {
+void set_registered_ops(const std::vector<std::string>& base_names,
+                        const std::unordered_map<std::string, std::string>& reported_as) {
   State& s = state();
   std::lock_guard<std::mutex> g(s.mu);
   s.registered = std::unordered_set<std::string>(base_names.begin(), base_names.end());
+  s.reported_as = reported_as;
   s.executed.clear();
   s.fallback.clear();
   g_generation.fetch_add(1, std::memory_order_relaxed);
@@ -178,33 +183,21 @@ void registered_composite(const c10::OperatorHandle& op, c10::DispatchKeySet key
 // the per-op cost of a small model. A recording kernel that calls the composite directly; registered
 // statically, so track_registered_composites skips them. (copy_ is recorded by the device copy it always
 // ends in, native::copy_from.)
-template <class Signature>
-struct Unboxed;
-template <class R, class... Args>
-struct Unboxed<R(Args...)> {
-  template <R (*composite)(Args...), const char* name>
-  static R call(c10::DispatchKeySet keys, Args... args) {
-    static Site site(name);
-    if (!keys.has(c10::DispatchKey::Python)) record(site);
-    InsideRegisteredOp inside;
-    return composite(args...);
-  }
-};
-#define NEURON_RECORDING(fn, name) TORCH_FN((Unboxed<decltype(fn)>::call<&fn, name>))
-
 constexpr char kLinear[] = "aten::linear";
 constexpr char kToCopy[] = "aten::_to_copy";
 constexpr char kClone[] = "aten::clone";
 constexpr char kZeros[] = "aten::zeros";
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("linear", NEURON_RECORDING(at::native::linear, kLinear));
-  m.impl("_to_copy", NEURON_RECORDING(at::native::_to_copy, kToCopy));
-  m.impl("clone", NEURON_RECORDING(at::native::clone, kClone));
-  m.impl("zeros", NEURON_RECORDING(at::native::zeros_symint, kZeros));
+  m.impl("linear", NEURON_RECORDED_KERNEL(at::native::linear, kLinear));
+  m.impl("_to_copy", NEURON_RECORDED_KERNEL(at::native::_to_copy, kToCopy));
+  m.impl("clone", NEURON_RECORDED_KERNEL(at::native::clone, kClone));
+  m.impl("zeros", NEURON_RECORDED_KERNEL(at::native::zeros_symint, kZeros));
 }
 // linear is an implicit composite: its autograd key runs the composite too (see above).
-TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("linear", NEURON_RECORDING(at::native::linear, kLinear)); }
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("linear", NEURON_RECORDED_KERNEL(at::native::linear, kLinear));
+}
 
 } // namespace
 
@@ -241,7 +234,10 @@ int64_t track_registered_composites(const std::vector<std::string>& overloads,
     std::string qualified = name.substr(6) + (overload.empty() ? "" : "." + overload);
     auto fn = [] { return torch::CppFunction::makeFromBoxedFunction<&registered_composite>(); };
     device_lib->impl(qualified.c_str(), fn());
-    if (kernel == c10::DispatchKey::CompositeImplicitAutograd) autograd_lib->impl(qualified.c_str(), fn());
+    // An implicit composite with an autograd formula of its own (_fused_rms_norm: its backward is
+    // _fused_rms_norm_backward) keeps the formula: its autograd key runs it, then the composite here.
+    if (kernel == c10::DispatchKey::CompositeImplicitAutograd && !op->hasKernelForDispatchKey(c10::DispatchKey::Autograd))
+      autograd_lib->impl(qualified.c_str(), fn());
     ++count;
   }
   return count;

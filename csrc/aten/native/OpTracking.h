@@ -15,9 +15,12 @@
 // loads; the first record of a site takes a lock.
 #pragma once
 
+#include <c10/core/DispatchKeySet.h>
+
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace neuron::op_tracking {
@@ -25,7 +28,7 @@ namespace neuron::op_tracking {
 // One op as a recording place knows it: its name as Trainium reports it (trainium_name). Made once per
 // kernel of ours (a static) or per op of the boxed fallback, never destroyed.
 struct Site {
-  // `always`: recorded inside registered ops too (allocation: TorchNeuron's C++ kernels log every call).
+  // `always`: recorded inside registered ops too (allocation and copy: TorchNeuron's C++ kernels log every call).
   explicit Site(const std::string& op_name, bool always = false);
   Site(const Site&) = delete;
   Site& operator=(const Site&) = delete;
@@ -58,8 +61,11 @@ struct InsideRegisteredOp {
   InsideRegisteredOp& operator=(const InsideRegisteredOp&) = delete;
 };
 
-// The ATen base names ("aten::linear") TorchNeuron registers Neuron kernels for. Forgets what was recorded.
-void set_registered_ops(const std::vector<std::string>& base_names);
+// The ATen base names ("aten::linear") TorchNeuron registers Neuron kernels for, and the ops reported under
+// another name on Trainium (a structured in-place op without a kernel there runs its registered out=
+// overload: "aten::tril_" is reported as "aten::tril.out"). Forgets what was recorded.
+void set_registered_ops(const std::vector<std::string>& base_names,
+                        const std::unordered_map<std::string, std::string>& reported_as = {});
 void set_cpu_fallback_allowed(bool allowed);  // TORCHNEURON_CPU_FALLBACK
 // Whether an op ("aten::add.Tensor" or "aten::add") runs on the NeuronCore on Trainium.
 bool runs_on_neuron(const std::string& op_name);
@@ -76,7 +82,34 @@ void log_op(const std::string& op_name, bool on_neuron);
 int64_t track_registered_composites(const std::vector<std::string>& overloads,
                                     const std::vector<std::string>& records_parts);
 
+// A kernel of ours for an op TorchNeuron runs as one Neuron kernel, which computes it here from other ops
+// (linear_backward, batch_norm_stats, ...): records the op, not its parts. `records_parts`: an op TorchNeuron
+// registers as a Python function calling other ops (rms_norm), whose ops are recorded too. Calls on fake or
+// functional tensors (tracing: the Python key is set) record nothing. Register with NEURON_RECORDED_KERNEL.
+template <class Signature>
+struct RecordedKernel;
+template <class R, class... Args>
+struct RecordedKernel<R(Args...)> {
+  template <R (*kernel)(Args...), const char* name, bool records_parts = false>
+  static R call(c10::DispatchKeySet keys, Args... args) {
+    static Site site(name);
+    if (!keys.has(c10::DispatchKey::Python)) record(site);
+    if constexpr (records_parts) {
+      return kernel(args...);
+    } else {
+      InsideRegisteredOp inside;
+      return kernel(args...);
+    }
+  }
+};
+
 } // namespace neuron::op_tracking
+
+// `fn` as the kernel of op `name` (a constexpr char array: "aten::linear_backward"), recording it.
+#define NEURON_RECORDED_KERNEL(fn, name) \
+  TORCH_FN((::neuron::op_tracking::RecordedKernel<decltype(fn)>::call<&fn, name>))
+#define NEURON_RECORDED_KERNEL_WITH_PARTS(fn, name) \
+  TORCH_FN((::neuron::op_tracking::RecordedKernel<decltype(fn)>::call<&fn, name, true>))
 
 // Records the calling kernel's op once per tracking generation: one static Site per call site.
 #define NEURON_TRACK_OP(op_name)                                          \
@@ -84,7 +117,7 @@ int64_t track_registered_composites(const std::vector<std::string>& overloads,
     static ::neuron::op_tracking::Site neuron_track_site_(op_name);       \
     ::neuron::op_tracking::record(neuron_track_site_);                    \
   } while (0)
-// The same for an allocation kernel: recorded inside registered ops too.
+// The same for an allocation or copy kernel: recorded inside registered ops too.
 #define NEURON_TRACK_ALLOCATION(op_name)                                  \
   do {                                                                    \
     static ::neuron::op_tracking::Site neuron_track_site_(op_name, true); \

@@ -109,17 +109,15 @@ std::tuple<at::Tensor, at::Tensor> batch_norm_gather_stats(const at::Tensor& inp
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_reduce(
     const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean, const at::Tensor& invstd,
-    const std::optional<at::Tensor>& weight, bool input_g, bool weight_g, bool bias_g) {
+    const std::optional<at::Tensor>& weight, bool /*input_g*/, bool /*weight_g*/, bool /*bias_g*/) {
   auto dims = reduced_dims(input);
   auto dy = in_acc(grad_out);
   auto sum_dy = dy.sum(dims);
   auto sum_dy_xmu = (dy * (in_acc(input) - per_channel(mean, input))).sum(dims);
   auto param_dtype = weight && weight->defined() ? weight->scalar_type() : mean.scalar_type();
-  at::Tensor grad_weight, grad_bias;
-  if (weight_g) grad_weight = (sum_dy_xmu * invstd).to(param_dtype);
-  if (bias_g) grad_bias = sum_dy.to(param_dtype);
-  if (!input_g) sum_dy = sum_dy_xmu = at::Tensor();
-  return {sum_dy, sum_dy_xmu, grad_weight, grad_bias};
+  // All four whatever the flags, as TorchNeuron's kernel returns them (CUDA leaves the unrequested ones
+  // undefined); nn.SyncBatchNorm's backward drops the gradients it was not asked for itself.
+  return {sum_dy, sum_dy_xmu, (sum_dy_xmu * invstd).to(param_dtype), sum_dy.to(param_dtype)};
 }
 
 // dx = (dy - mean(dy) - (x - mean) * invstd^2 * mean(dy * (x - mean))) * invstd * weight, the means over
