@@ -7,7 +7,8 @@ commit of each figure is given). AWS reports sequences/s; tokens/s = sequences/s
 AdamW throughout; "selective" is NeuronX Distributed's selective activation checkpointing (core attention
 recomputed) with sequence parallelism.
 
-TABLE is the shared table the model is checked against (/work/shared/aws-published-throughput.md); HELD_OUT are
+TABLE is the shared table the model is checked against (AWS's published trn1 training figures, each row with
+its source file and commit); HELD_OUT are
 other figures from the same pages, kept apart and never used to set anything in the model; rows with pipeline
 parallelism cannot be expressed by a TP x FSDP plan yet (`torchneuron plan` has no --pp).
 

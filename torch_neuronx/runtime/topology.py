@@ -1,6 +1,6 @@
 """Which NeuronCores this process sees: instance type, core count, HBM per core.
 
-Real instance shapes (AWS documentation; /work/shared/trainium-facts.md, docs/fidelity.md):
+Real instance shapes (AWS documentation; docs/fidelity.md):
   Trainium1 chip: 2 NeuronCore-v2, 32 GiB HBM, one 16 GiB bank per core.
   Trainium2 chip: 8 physical NeuronCore-v3, 96 GiB HBM: one 24 GiB bank per pair of physical cores.
   Trainium3 chip: 8 physical NeuronCore-v4, 144 GiB HBM: one 36 GiB bank per pair.
