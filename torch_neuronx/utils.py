@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
 # ==================== Tensors ====================
 
@@ -37,24 +38,12 @@ def get_device_from_tensors(tensors: Any) -> torch.device:
 
 def move_pytree_to_cpu(obj: Any) -> Any:
     """`obj` with every neuron tensor in it (nested lists, tuples, dicts) copied to the CPU."""
-    if isinstance(obj, torch.Tensor):
-        return obj.to("cpu") if obj.device.type == "neuron" else obj
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(move_pytree_to_cpu(x) for x in obj)
-    if isinstance(obj, dict):
-        return {k: move_pytree_to_cpu(v) for k, v in obj.items()}
-    return obj
+    return pytree.tree_map_only(torch.Tensor, lambda t: t.to("cpu") if t.device.type == "neuron" else t, obj)
 
 
 def move_pytree_to_neuron(obj: Any) -> Any:
     """`obj` with every tensor in it (nested lists, tuples, dicts) on the current neuron device."""
-    if isinstance(obj, torch.Tensor):
-        return obj.to("neuron")
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(move_pytree_to_neuron(x) for x in obj)
-    if isinstance(obj, dict):
-        return {k: move_pytree_to_neuron(v) for k, v in obj.items()}
-    return obj
+    return pytree.tree_map_only(torch.Tensor, lambda t: t.to("neuron"), obj)
 
 
 def cast_dtype_if_needed(tensor: torch.Tensor, target_dtype: torch.dtype | None) -> torch.Tensor:

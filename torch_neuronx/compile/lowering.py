@@ -47,6 +47,7 @@ from typing import Any
 
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
 
 from . import complex_ops, stand_ins
 from .errors import NeuronLoweringError
@@ -260,13 +261,7 @@ def _retrace(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 
 def _without_devices(x: Any) -> Any:
-    if isinstance(x, torch.device):
-        return torch.device("cpu")
-    if isinstance(x, (list, tuple)):
-        return type(x)(_without_devices(v) for v in x)
-    if isinstance(x, dict):
-        return {k: _without_devices(v) for k, v in x.items()}
-    return x
+    return pytree.tree_map_only(torch.device, lambda _: torch.device("cpu"), x)
 
 
 def _drop_device_arguments(gm: torch.fx.GraphModule) -> None:
