@@ -93,12 +93,13 @@ def main(argv=None) -> dict:
     atol = 3e-2 * max(1.0, ref_logits.abs().max().item())  # bf16 logits: a few ulps
     results = {}
 
-    # 1. eager, device_map="neuron"
+    # 1. eager, device_map="neuron" (the one-core process of step 3 runs step 3 only)
     if args.auto_only:
         args.no_compile = True
-    model, logits, tokens = run_neuron(path, args.max_new_tokens)
-    assert all(p.device == torch.device("neuron:0") for p in model.parameters())
-    results["eager"] = check("eager device_map='neuron'", ref_logits, ref_tokens, logits, tokens, atol)
+    else:
+        model, logits, tokens = run_neuron(path, args.max_new_tokens)
+        assert all(p.device == torch.device("neuron:0") for p in model.parameters())
+        results["eager"] = check("eager device_map='neuron'", ref_logits, ref_tokens, logits, tokens, atol)
 
     # 2. compiled: generate() auto-compiles the forward on neuron with a static cache
     if args.no_compile:
@@ -122,7 +123,14 @@ def main(argv=None) -> dict:
     # so the spread model cannot run: as on Trainium, run it in a process that sees one core.
     if not args.no_auto:
         if torch.neuron.device_count() > 1:
-            env = dict(os.environ, NEURON_RT_VISIBLE_CORES=str(torch.neuron.current_device()))
+            # a core no process holds (this one holds the cores it used: a second process asking fails)
+            from torch_neuronx.runtime.ownership import held_cores
+            held = {h.core for h in held_cores()}
+            free = next((i for i in range(torch.neuron.device_count()) if i not in held), None)
+            if free is None:
+                raise SystemExit("device_map='auto' in a one-core process needs a free NeuronCore; all are held "
+                                 "(`torchneuron ls` lists holders): pass --no-auto, or free a core")
+            env = dict(os.environ, NEURON_RT_VISIBLE_CORES=str(free))
             r = subprocess.run([sys.executable, os.path.abspath(__file__), "--model", path, "--no-compile",
                                 "--max-new-tokens", str(args.max_new_tokens), "--auto-only"],
                                env=env, capture_output=True, text=True)
