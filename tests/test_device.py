@@ -145,8 +145,12 @@ def test_copies_between_cores_raise_as_on_torchneuron():
 
 
 def test_invalid_device_index():
-    with pytest.raises((RuntimeError, IndexError, ValueError), match="Invalid device index neuron:99"):
+    # A tensor on a missing core: RuntimeError, as TorchNeuron's C++ check and CUDA ("invalid device ordinal").
+    with pytest.raises(RuntimeError, match="Invalid device index neuron:99: Device index 99 is out of range"):
         torch.ones(2, device="neuron:99")
+    # Past int's range too, named in the same sentence (not pybind's argument TypeError).
+    with pytest.raises(ValueError, match="Invalid device index neuron:4294967296"):
+        torch.neuron.get_device_properties(4294967296)
     with pytest.raises(ValueError, match="Invalid device index neuron:64: Device index 64 is out of range. Valid "
                                          "range is 0 to 63 for this process"):
         torch.neuron.set_device(64)
@@ -206,6 +210,42 @@ def test_integer_histc_like_cuda():
     assert h.dtype == torch.int32 and h.is_neuron and h.cpu().tolist() == [1, 2, 0, 1]
     f = torch.histc(x.float().to("neuron"), bins=4, min=0, max=3)
     assert torch.equal(f.cpu(), torch.histc(x.float(), bins=4, min=0, max=3))
+
+
+def test_histc_out_needs_the_input_dtype_like_cpu():
+    x = torch.randn(100)
+    with pytest.raises(RuntimeError, match="input tensor and hist tensor should have the same dtype, but got input "
+                                           "torch.float32 and hist torch.int32"):
+        torch.histc(x.to("neuron"), bins=10, out=torch.zeros(10, dtype=torch.int32, device="neuron"))
+    out = torch.zeros(10, device="neuron")
+    torch.histc(x.to("neuron"), bins=10, out=out)
+    assert torch.equal(out.cpu(), torch.histc(x, bins=10))
+
+
+def test_contiguous_accepts_preserve_format_as_torchneuron():
+    """TorchNeuron's contiguous takes memory_format=torch.preserve_format (PyTorch's composite refuses it):
+    the result is contiguous, with the values and gradient of contiguous()."""
+    x = torch.randn(3, 4)
+    xn = x.to("neuron").requires_grad_()
+    y = xn.t().contiguous(memory_format=torch.preserve_format)
+    assert y.is_contiguous() and torch.equal(y.detach().cpu(), x.t().contiguous())
+    (y * torch.arange(12.0, device="neuron").reshape(4, 3)).sum().backward()
+    assert torch.equal(xn.grad.cpu(), torch.arange(12.0).reshape(4, 3).t())
+    z = torch.randn(2, 3, 4, 5).to("neuron").contiguous(memory_format=torch.channels_last)  # as PyTorch
+    assert z.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_convolution_backward_leaves_masked_gradients_undefined():
+    g, x, w = torch.randn(2, 2, 10), torch.randn(2, 3, 10), torch.randn(2, 3, 3)
+    for mask in ([True, False, True], [False, False, True], [False, True, False]):
+        args = dict(bias_sizes=[2], stride=[1], padding=[1], dilation=[1], transposed=False, output_padding=[0],
+                    groups=1, output_mask=mask)
+        got = torch.ops.aten.convolution_backward(g.to("neuron"), x.to("neuron"), w.to("neuron"), **args)
+        ref = torch.ops.aten.convolution_backward(g, x, w, **args)
+        for want, out, r in zip(mask, got, ref):
+            assert (out is not None) == want
+            if want:
+                torch.testing.assert_close(out.cpu(), r)
 
 
 def test_norms_of_channels_last_input_run_the_host_kernel_like_cpu():

@@ -21,6 +21,7 @@ namespace {
 constexpr char kLinearBackward[] = "aten::linear_backward";
 constexpr char kFusedRmsNormBackward[] = "aten::_fused_rms_norm_backward";
 constexpr char kRmsNorm[] = "aten::rms_norm";  // a function calling _fused_rms_norm there: both recorded
+constexpr char kContiguous[] = "aten::contiguous";
 constexpr char kBatchNormStats[] = "aten::batch_norm_stats";
 constexpr char kBatchNormElemt[] = "aten::batch_norm_elemt";
 constexpr char kBatchNormElemtOut[] = "aten::batch_norm_elemt.out";
@@ -69,6 +70,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_scaled_dot_product_flash_attention_for_cpu_backward", native::flash_attention_backward);
   m.impl("_scaled_dot_product_flash_attention", native::flash_attention_with_logsumexp);
   m.impl("_scaled_dot_product_flash_attention_backward", native::flash_attention_with_logsumexp_backward);
+  m.impl("contiguous", NEURON_RECORDED_KERNEL(native::contiguous, kContiguous));
   m.impl("histc", native::histc_any_dtype);
   m.impl("histc.out", native::histc_out);
   m.impl("convolution_overrideable", native::convolution);
@@ -92,10 +94,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
          NEURON_RECORDED_KERNEL(native::batch_norm_backward_elemt, kBatchNormBackwardElemt));
 }
 
-// rms_norm is an implicit composite: at the autograd key too, so that autograd differentiates the ops it
-// calls (as TorchNeuron registers it).
+// rms_norm and contiguous are implicit composites: at the autograd key too, so that autograd differentiates
+// the ops they call (as TorchNeuron registers them).
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("rms_norm", NEURON_RECORDED_KERNEL_WITH_PARTS(native::rms_norm, kRmsNorm));
+  m.impl("contiguous", NEURON_RECORDED_KERNEL(native::contiguous, kContiguous));
 }
 
 // Copies handle conjugate/negative views themselves (the host copy_ resolves

@@ -1,5 +1,6 @@
 #include "distributed/CollectiveCheck.h"
 
+#include "core/DtypeName.h"
 #include "distributed/CollectiveError.h"
 
 #include <c10/util/hash.h>
@@ -71,21 +72,7 @@ const char* reduce_name(int64_t op) {
   return op >= 0 && op < 9 ? names[op] : "?";
 }
 
-std::string dtype_name(int64_t dtype) {
-  switch (static_cast<at::ScalarType>(dtype)) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kLong: return "int64";
-    case at::kInt: return "int32";
-    case at::kShort: return "int16";
-    case at::kChar: return "int8";
-    case at::kByte: return "uint8";
-    case at::kBool: return "bool";
-    default: return c10::toString(static_cast<at::ScalarType>(dtype));
-  }
-}
+std::string dtype_name(int64_t dtype) { return python_dtype_name(static_cast<at::ScalarType>(dtype)); }
 
 bool same(const int64_t* a, const int64_t* b) { return std::equal(a, a + kFields, b); }
 

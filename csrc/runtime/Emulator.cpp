@@ -298,12 +298,12 @@ void publish_usage(State& s, int device) {
   }
 }
 
-void check_device(const State& s, int device) {
+void check_device(const State& s, int64_t device) {
   TORCH_CHECK(s.configured, s.unavailable.empty()
                                 ? std::string("TorchNeuron runtime is not configured: import torch_neuronx first")
                                 : "TorchNeuron runtime unavailable: " + s.unavailable);
-  int n = static_cast<int>(s.budget.size());
-  TORCH_CHECK_VALUE(
+  int64_t n = static_cast<int64_t>(s.budget.size());
+  TORCH_CHECK(
       device >= 0 && device < n, "Invalid device index neuron:", device, ": Device index ", device,
       " is out of range. Valid range is 0 to ", n - 1, " for this process (", n,
       " NeuronCore(s) visible). Use one of those, or make more cores visible: NEURON_RT_VISIBLE_CORES / "
@@ -357,7 +357,7 @@ void set_unavailable(const std::string& reason) {
 }
 int device_count() { return static_cast<int>(started_state().budget.size()); }
 
-void check_device(int device) { check_device(started_state(), device); }
+void check_device(int64_t device) { check_device(started_state(), device); }
 
 int default_device() { return started_state().default_device; }
 

@@ -62,8 +62,9 @@ void set_core_registry(const std::vector<std::vector<std::string>>& lock_files,
 void set_unavailable(const std::string& reason);
 int device_count();
 // Raises the reason the runtime is unavailable, or the one invalid-device error (the index, how many
-// cores are visible, how to make more visible).
-void check_device(int device);
+// cores are visible, how to make more visible): a RuntimeError, as TorchNeuron's and CUDA's device checks.
+// 64-bit, so that an index past int's range is named in that error too.
+void check_device(int64_t device);
 // The device a thread uses before it sets one.
 int default_device();
 // Raises unless this process holds the device (a valid index of another rank's core does not count).

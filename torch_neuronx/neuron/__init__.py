@@ -79,10 +79,19 @@ def _index(device: Any = None, optional: bool = True) -> int:
 
 
 def _checked(index: int) -> int:
-    """`index`, if it names a visible core; else the runtime's one invalid-device error (ValueError)."""
+    """`index`, if it names a visible core; else the runtime's one invalid-device error, as a ValueError.
+
+    The device-selection API raises ValueError, as TorchNeuron's Python API does (`torch.neuron.device(n)`,
+    `set_device`); a tensor placed on a missing core gets the same sentence as a RuntimeError (TorchNeuron's
+    C++ device check, CUDA's "invalid device ordinal")."""
     if not 0 <= index < device_count():
         init()  # an unavailable runtime reports its own cause first
-        _C._check_device(index)
+        try:
+            _C._check_device(index)
+        except RuntimeError as e:
+            if str(e).startswith("Invalid device index"):
+                raise ValueError(str(e).split("\nException raised from")[0]) from None
+            raise
     return index
 
 

@@ -25,9 +25,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     int64_t groups, std::array<bool, 3> output_mask) {
   int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
   std::vector<int64_t> bias_sizes{out_channels};
-  return from_host(at::convolution_backward(as_host(grad_output), as_host(input), as_host(weight), bias_sizes, stride,
-                                           padding, dilation, transposed, output_padding, groups, output_mask),
-                   input.device().index());
+  auto grads = at::convolution_backward(as_host(grad_output), as_host(input), as_host(weight), bias_sizes, stride,
+                                        padding, dilation, transposed, output_padding, groups, output_mask);
+  // A gradient left out of output_mask is undefined (None), as the op's contract says; some host algorithms
+  // return a scratch tensor there (the 1-D/2-D slow path with [True, False, True]).
+  if (!output_mask[0]) std::get<0>(grads) = at::Tensor();
+  if (!output_mask[1]) std::get<1>(grads) = at::Tensor();
+  if (!output_mask[2]) std::get<2>(grads) = at::Tensor();
+  return from_host(grads, input.device().index());
 }
 
 } // namespace neuron::native

@@ -103,6 +103,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_with_logsumexp_ba
 // Zero.cpp: zero_ of a dense tensor is a memset through the host bridge; other calls take the fallback.
 at::Tensor& zero_(at::Tensor& self);
 
+// Contiguous.cpp: contiguous(memory_format=torch.preserve_format) makes the tensor contiguous, as TorchNeuron.
+at::Tensor contiguous(const at::Tensor& self, at::MemoryFormat memory_format);
+
 // Histc.cpp
 at::Tensor histc_any_dtype(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max);
 at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max,
