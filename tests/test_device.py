@@ -96,6 +96,8 @@ def test_in_place_out_and_resize():
     s = torch.empty(0, device="neuron")
     s.set_(a)
     assert s.data_ptr() == a.data_ptr()
+    with pytest.raises(RuntimeError, match="set_: the source tensor is on cpu device, expected neuron"):
+        s.set_(torch.randn(3))
 
 
 def test_multi_output_and_list_ops():

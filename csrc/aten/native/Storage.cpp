@@ -54,6 +54,11 @@ at::Tensor& set_source_storage(at::Tensor& self, at::Storage source) {
 
 at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& src) {
   if (self.unsafeGetTensorImpl() == src.unsafeGetTensorImpl()) return self;
+  // PyTorch's own check says only that the devices differ; name the argument and the fix, in the words of
+  // TorchNeuron's device check ("... expected neuron").
+  TORCH_CHECK(src.device().type() == self.device().type(), "set_: the source tensor is on ", src.device().type(),
+              " device, expected neuron: a neuron tensor can only take the storage of another neuron tensor. "
+              "Move the source first, e.g. t.set_(source.to(\"", self.device(), "\")).");
   return set_storage(self, src.storage(), src.storage_offset(), src.sizes(), src.strides());
 }
 
