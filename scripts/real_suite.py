@@ -125,7 +125,8 @@ CLASSES = [
     ("n/a: real package internals", None,
      r"No module named 'torch_neuronx\.(python_ops|kernels|nki_kernel|xla|csrc|protos|_build_config|"
      r"type_converter_base|neuron_dynamo_backend\.(fx|utils|decompositions|executor|compile|settings))|"
-     r"module 'torch_neuronx(\._C)?' has no attribute '_|torch_neuronx\._C(\.\w+)*' has no attribute|"
+     r"module 'torch_neuronx(\._C)?' has no attribute '_|module 'torch_neuronx' has no attribute 'python_ops'|"
+     r"torch_neuronx\._C(\.\w+)*' has no attribute|"
      r"does not have the attribute '_|Expected '\w+' to (be|have been) called|"
      r"has no attribute 'NeuronCachingAllocator'"),
     ("n/a: needs neuronxcc, jax or torch-mlir", None, r"No module named '(neuronxcc|jax|jaxlib|torch_mlir|libneuronxla)"),
@@ -211,6 +212,10 @@ BY_TEST = [
     (r"test_scalar_tensor\.py::.*test_scalar_tensor_pin_memory",
      "justified: expects pin_memory=True ignored for a neuron tensor; PyTorch refuses it for every non-CPU "
      "device ('Only dense CPU tensors can be pinned')"),
+    (r"test_autograd_chains\.py::.*test_no_problematic_composite_operations",
+     "justified: fails on TorchNeuron too: the snapshot registers vstack, vstack.out and atleast_2d.Sequence "
+     "for PrivateUse1 (its python_ops), the implicit composites this test forbids; our registered-op list is "
+     "that snapshot's (torch_neuronx/registered_ops.py)"),
     (r"test_neuron_ops_backward\.py::.*test_backward\[vstack_",
      "justified: a test bug: vstack's OpInfo sample input is a tuple of tensors, which the test's "
      "sample.input.clone() cannot take; it fails before any device code, for any plugin"),
