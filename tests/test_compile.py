@@ -182,6 +182,22 @@ def test_attention_dropout_draws_the_cpu_generators_mask_forward_and_backward():
     torch.testing.assert_close(qd.grad.cpu(), q.grad, rtol=1e-5, atol=1e-5)
 
 
+def test_attention_limited_to_the_overrideable_backend_compiles_and_matches_cpu():
+    """sdpa_kernel(SDPBackend.OVERRIDEABLE) (TorchNeuron's own SDPA backend, the only one allowed): eager and
+    compiled neuron both find it, and compute CPU's attention."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def f(q, k, v):
+        with sdpa_kernel(SDPBackend.OVERRIDEABLE):
+            return F.scaled_dot_product_attention(q, k, v)
+
+    q, k, v = torch.randn(1, 2, 8, 16), torch.randn(1, 2, 24, 16), torch.randn(1, 2, 24, 16)
+    ref = F.scaled_dot_product_attention(q, k, v)
+    dev = [t.to("neuron") for t in (q, k, v)]
+    torch.testing.assert_close(f(*dev).cpu(), ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(torch.compile(f, backend="neuron")(*dev).cpu(), ref, rtol=1e-5, atol=1e-5)
+
+
 def test_checkpointed_dropout_replays_the_same_mask_in_backward():
     """Activation checkpointing in a compiled graph recomputes dropout in the backward from the saved
     state of the CPU generator it draws from (run_and_save_rng_state / run_with_rng_state on neuron)."""
