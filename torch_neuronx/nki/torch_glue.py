@@ -202,7 +202,8 @@ def nki_op(name: str, fn=None, mutates_args=(), *, device_types=None, schema=Non
 
     `fn` launches the kernels (wrap_nki(k)[grid](...) or k(...)); it is also the op's fake kernel, so it must
     run on fake tensors (kernel launches do). Use `.register_autograd(backward, setup_context=...)` on the
-    result for training. Under torch.compile(backend="neuron", fullgraph=True) the op is one node.
+    result for training. Under torch.compile(backend="neuron", fullgraph=True) the op is traced through: its
+    kernel launches are the graph's nodes.
     A custom op may not return its inputs: where `fn` returns a parameter the kernel wrote in place (as
     TorchNeuron's examples do), the op returns a copy of it; the parameter itself is updated in place."""
     def dec(f):
