@@ -163,6 +163,41 @@ def test_dropout_draws_its_masks_from_the_cpu_generator():
     assert torch.equal(a.cpu(), F.dropout(x, 0.5, training=True))
 
 
+def test_attention_dropout_draws_the_cpu_generators_mask_forward_and_backward():
+    """scaled_dot_product_attention with dropout_p compiled: the mask on the attention weights is drawn on the CPU
+    (TorchNeuron's legalized native_dropout of its attention decomposition), so for a seed it is CPU eager's
+    mask; the backward uses the same mask. Grouped-query heads and causal masking included."""
+    q, k, v = torch.randn(2, 4, 6, 8, requires_grad=True), torch.randn(2, 2, 6, 8), torch.randn(2, 2, 6, 8)
+    grad = torch.randn(2, 4, 6, 8)
+    kw = dict(dropout_p=0.3, is_causal=True, enable_gqa=True)
+    torch.manual_seed(3)
+    ref = F.scaled_dot_product_attention(q, k, v, **kw)
+    ref.backward(grad)
+    qd = q.detach().to("neuron").requires_grad_()
+    f = torch.compile(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, **kw), backend="neuron")
+    torch.manual_seed(3)
+    out = f(qd, k.to("neuron"), v.to("neuron"))
+    out.backward(grad.to("neuron"))
+    torch.testing.assert_close(out.detach().cpu(), ref.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(qd.grad.cpu(), q.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_limited_to_the_overrideable_backend_compiles_and_matches_cpu():
+    """sdpa_kernel(SDPBackend.OVERRIDEABLE) (TorchNeuron's own SDPA backend, the only one allowed): eager and
+    compiled neuron both find it, and compute CPU's attention."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def f(q, k, v):
+        with sdpa_kernel(SDPBackend.OVERRIDEABLE):
+            return F.scaled_dot_product_attention(q, k, v)
+
+    q, k, v = torch.randn(1, 2, 8, 16), torch.randn(1, 2, 24, 16), torch.randn(1, 2, 24, 16)
+    ref = F.scaled_dot_product_attention(q, k, v)
+    dev = [t.to("neuron") for t in (q, k, v)]
+    torch.testing.assert_close(f(*dev).cpu(), ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(torch.compile(f, backend="neuron")(*dev).cpu(), ref, rtol=1e-5, atol=1e-5)
+
+
 def test_checkpointed_dropout_replays_the_same_mask_in_backward():
     """Activation checkpointing in a compiled graph recomputes dropout in the backward from the saved
     state of the CPU generator it draws from (run_and_save_rng_state / run_with_rng_state on neuron)."""

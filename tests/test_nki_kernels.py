@@ -20,6 +20,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 import neuronxcc.nki as bnki
+import neuronxcc.nki.isa as bnisa
 import neuronxcc.nki.language as bnl
 import neuronxcc.nki.typing as nt
 
@@ -444,3 +445,26 @@ def test_indirect_dma_gather_and_scatter():
     torch.testing.assert_close(out.cpu(), ref, rtol=0, atol=0)
     with pytest.raises(nki.NkiError, match="out-of-bound access"):
         gather_rows(data.to(DEV), torch.full((128, 1), 300, dtype=torch.int32, device=DEV))
+
+
+@bnki.jit
+def write_rows_at(src, dst: nt.mutable_tensor, row):
+    """Beta 1: dst[row[0], :, :] = src, the row a tile of indices loaded from HBM (dynamic addressing)."""
+    r = bnl.load(row)
+    _, i_s, i_d = bnl.mgrid[:1, :src.shape[1], :src.shape[2]]
+    bnisa.dma_copy(src=src, dst=dst[r, i_s, i_d], oob_mode=bnisa.oob_mode.skip)
+    return dst
+
+
+def test_beta1_tile_index_writes_the_row_it_names_and_skips_out_of_range():
+    """A KV-cache write at a batch index held on the device (TorchNeuron's write_kv_cache_at_batch pattern),
+    under torch.compile too: an index past the tensor is skipped with oob_mode.skip."""
+    src, cache = torch.randn(1, 4, 8), torch.zeros(3, 4, 8, device=DEV)
+    compiled = torch.compile(lambda s, c, r: write_rows_at(s, c, r), backend="neuron", fullgraph=True)
+    with torch.no_grad():
+        write_rows_at(src.to(DEV), cache, torch.tensor([2], dtype=torch.int32, device=DEV))
+        compiled(src.to(DEV) * 2, cache, torch.tensor([0], dtype=torch.int32, device=DEV))
+        compiled(src.to(DEV) * 3, cache, torch.tensor([3], dtype=torch.int32, device=DEV))
+    ref = torch.zeros(3, 4, 8)
+    ref[2], ref[0] = src[0], src[0] * 2
+    torch.testing.assert_close(cache.cpu(), ref, rtol=0, atol=0)

@@ -176,10 +176,11 @@ def _nki_custom_calls(stablehlo: str) -> dict:
 
 
 def test_compiled_kernels_lower_to_custom_calls_that_carry_them(tmp_path, monkeypatch):
-    """In the StableHLO of a compiled graph each kernel launch and nki_op is TorchNeuron's custom call
-    AwsNeuronCustomNativeKernel (a base64 JSON backend_config naming the kernel), its operands and results typed,
-    each input it writes aliased (a parameter, an nki_op's argument that is a slice of a graph input); the rest
-    of the graph lowers around them; the interpreter check skips such a graph, naming why."""
+    """In the StableHLO of a compiled graph each kernel launch (also those inside an nki_op, which is traced
+    through) is TorchNeuron's custom call AwsNeuronCustomNativeKernel (a base64 JSON backend_config naming the
+    kernel), its operands and results typed, each input it writes aliased (a parameter, a slice of a graph input
+    written back into it); the rest of the graph lowers around them; the interpreter check skips such a graph,
+    naming why."""
     from torch_neuronx.neuron_dynamo_backend import load_mlir
     for name, value in (("TORCH_NEURONX_DEBUG_DIR", str(tmp_path)), ("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1"),
                         ("TORCH_NEURONX_DISABLE_NEFF_CACHE", "1"), ("TORCHNEURON_LOWERING", "check")):
@@ -205,7 +206,7 @@ def test_compiled_kernels_lower_to_custom_calls_that_carry_them(tmp_path, monkey
     stablehlo = path.read_text()
     load_mlir(path).operation.verify()
     calls = _nki_custom_calls(stablehlo)
-    assert sorted(calls) == ["add_into_out", "nki_test::add_", "nki_test::square", "scaled_add"], stablehlo
+    assert sorted(calls) == ["add_into_out", "add_kernel_mut", "scaled_add", "square_kernel"], stablehlo
     f32 = "tensor<{}xf32>".format
     operands, results, aliases, config = calls["scaled_add"]
     assert operands == [f32("256x64")] * 2 and results == f32("256x64") and aliases == []
@@ -213,10 +214,9 @@ def test_compiled_kernels_lower_to_custom_calls_that_carry_them(tmp_path, monkey
     operands, results, aliases, config = calls["add_into_out"]
     assert operands == [f32("128x64")] * 3 and results == f32("128x64") and aliases == [2]
     assert config["input_names"] == ["x", "y", "out"] and config["output_names"] == ["out"]
-    operands, results, aliases, config = calls["nki_test::add_"]
+    operands, results, aliases, config = calls["add_kernel_mut"]
     assert operands == [f32("128")] * 3 and results == f32("128") and aliases == [2]
-    assert config["kernels"] == ["add_kernel_mut"]
-    assert calls["nki_test::square"][3]["kernels"] == ["square_kernel"]
+    assert calls["square_kernel"][0] == [f32("128x16")]
     assert "stablehlo.maximum" in stablehlo  # the relu, lowered as any op
     [check] = torch_neuronx.compile_stats()["lowering_checks"]
     assert not check["checked"] and "AwsNeuronCustomNativeKernel" in check["why"], check

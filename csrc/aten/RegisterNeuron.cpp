@@ -80,6 +80,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fused_rms_norm_backward", NEURON_RECORDED_KERNEL(native::fused_rms_norm_backward, kFusedRmsNormBackward));
   m.impl("_softmax", native::softmax);
   m.impl("_softmax_backward_data", native::softmax_backward);
+  // The choice itself: without this the boxed fallback would ask the CPU's chooser, which knows no OVERRIDEABLE
+  // (sdpa_kernel(SDPBackend.OVERRIDEABLE) then found "no viable backend").
+  m.impl("_fused_sdp_choice", native::fused_sdp_choice);
   m.impl("_scaled_dot_product_fused_attention_overrideable", native::fused_attention_overrideable);
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward", native::fused_attention_overrideable_backward);
   m.impl("batch_norm_stats", NEURON_RECORDED_KERNEL(native::batch_norm_stats, kBatchNormStats));

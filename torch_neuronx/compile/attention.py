@@ -13,7 +13,10 @@ aten::scaled_dot_product_attention. Python kernels only run under the Python
 dispatcher, which AOTAutograd enables while it traces; eager neuron execution
 is unaffected. The kernel asks the host's own chooser, on stand-in CPU
 tensors with the same sizes, dtypes and last-dimension stride (what the
-chooser inspects) but no memory, and emits the op it picks.
+chooser inspects) but no memory, and emits the op it picks. When the caller allows only the OVERRIDEABLE
+backend (`sdpa_kernel(SDPBackend.OVERRIDEABLE)`, TorchNeuron's own), the neuron chooser picks it for 4-D
+inputs (csrc/aten/native/WithoutCpuKernel.cpp), and its kernel without dropout is the host's flash kernel:
+that one is emitted. (Dropout in a compiled graph never reaches here: random_ops.py legalizes it first.)
 """
 
 from __future__ import annotations
@@ -42,13 +45,24 @@ def host_choice(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) -> 
                                        is_causal, scale=scale, enable_gqa=enable_gqa)
 
 
+def only_overrideable(q, k, v) -> bool:
+    """The neuron chooser's OVERRIDEABLE case: the only backend the caller allows, 4-D inputs."""
+    return (torch._C._get_overrideable_sdp_enabled() and not torch._C._get_flash_sdp_enabled()
+            and not torch._C._get_math_sdp_enabled() and q.dim() == k.dim() == v.dim() == 4)
+
+
 def _neuron_sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     if attn_mask is not None and attn_mask.dtype == torch.bool:
         # As ATen does before choosing: a boolean mask becomes an additive one (0 keeps, -inf masks).
         keep = torch.scalar_tensor(0.0, dtype=q.dtype, device=q.device)
         drop = torch.scalar_tensor(float("-inf"), dtype=q.dtype, device=q.device)
         attn_mask = torch.where(attn_mask, keep, drop)
-    if host_choice(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) == _FLASH:
+    overrideable = only_overrideable(q, k, v)
+    if overrideable and enable_gqa and k.size(-3) != q.size(-3):
+        k = k.repeat_interleave(q.size(-3) // k.size(-3), dim=-3)  # as the OVERRIDEABLE kernel repeats heads
+        v = v.repeat_interleave(q.size(-3) // v.size(-3), dim=-3)
+    if (overrideable and dropout_p == 0.0) or \
+            host_choice(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) == _FLASH:
         return aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout_p, is_causal, attn_mask=attn_mask,
                                                                 scale=scale)[0]
     return aten.scaled_dot_product_attention.default.decompose(q, k, v, attn_mask, dropout_p, is_causal,

@@ -9,7 +9,11 @@ dropout's) and copies it to the device.
 
 Here the same is done on the graph Dynamo captured, before AOTAutograd: each dropout call of the
 graph (F.dropout, nn.Dropout, torch.dropout; training, p in (0, 1), not in place) becomes that multiply
-by a new trailing graph input, and the compiled function draws the masks before each call. The
+by a new trailing graph input, and the compiled function draws the masks before each call. So does the
+dropout of scaled_dot_product_attention (dropout_p in (0, 1)): TorchNeuron decomposes it into math attention
+whose native_dropout on the attention weights (batch, heads, query, key) the same pass legalizes; here the
+call becomes that math attention (`attention_with_mask`) with a mask input of that shape, the mask CPU eager
+attention draws (its math kernel drops the attention weights with `at::dropout`) for the same seed. The
 executed graph (Inductor's) and the lowered one (lowering.py) both see the masks as inputs, the
 backward multiplies by the same mask, and the masks, for a seed, are the ones TorchNeuron draws and
 CPU eager dropout draws. Dropout inside a higher-order op's body (activation checkpointing) keeps
@@ -19,6 +23,7 @@ drawing from the NeuronCore's generator, replayed in the backward (integrations/
 from __future__ import annotations
 
 import dataclasses
+import math
 import operator
 from typing import Any, Callable, Sequence
 
@@ -26,6 +31,8 @@ import torch
 import torch.fx
 
 _DROPOUTS = {torch.nn.functional.dropout, torch.dropout, torch.ops.aten.dropout.default}
+_ATTENTIONS = {torch.nn.functional.scaled_dot_product_attention, torch.ops.aten.scaled_dot_product_attention.default}
+_ATTENTION_PARAMETERS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +68,44 @@ def _dropout_call(node: torch.fx.Node) -> tuple[torch.fx.Node, float] | None:
     return x, float(p)
 
 
+def _attention_call(node: torch.fx.Node) -> tuple[dict, tuple[int, ...], torch.dtype, float] | None:
+    """(arguments, mask shape, mask dtype, p) of a scaled_dot_product_attention call with dropout."""
+    if node.op != "call_function" or node.target not in _ATTENTIONS:
+        return None
+    bound = dict(zip(_ATTENTION_PARAMETERS, node.args))
+    bound.update(node.kwargs)
+    p = bound.get("dropout_p", 0.0)
+    if not isinstance(p, (int, float)) or not 0.0 < float(p) < 1.0:
+        return None
+    values = [bound.get(name) for name in ("query", "key")]
+    if not all(isinstance(v, torch.fx.Node) and isinstance(v.meta.get("example_value"), torch.Tensor) for v in values):
+        return None
+    query, key = (v.meta["example_value"] for v in values)
+    if query.dim() < 2 or key.dim() < 2 or not query.dtype.is_floating_point:
+        return None
+    shape = tuple(int(s) for s in query.shape[:-1]) + (int(key.shape[-2]),)  # the attention weights
+    return bound, shape, query.dtype, float(p)
+
+
+def attention_with_mask(query, key, value, mask, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                        enable_gqa=False):
+    """scaled_dot_product_attention as math attention, its weights dropped where `mask` is False (and the rest
+    scaled by 1/(1-p)), as TorchNeuron's decomposition and legalized dropout compute it."""
+    if enable_gqa and query.dim() >= 3 and key.size(-3) != query.size(-3):
+        key = key.repeat_interleave(query.size(-3) // key.size(-3), dim=-3)
+        value = value.repeat_interleave(query.size(-3) // value.size(-3), dim=-3)
+    scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
+    scores = query @ key.transpose(-2, -1) * scale
+    length, source = query.size(-2), key.size(-2)
+    if is_causal:
+        future = torch.ones(length, source, dtype=torch.bool, device=query.device).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
+    weights = torch.softmax(scores, dim=-1)
+    return (weights * (mask.to(weights.dtype) * (1.0 / (1.0 - dropout_p)))) @ value
+
+
 def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """Dynamo's graph module with a graph of its own (Dynamo reads its graph again after the backend)."""
     import copy
@@ -79,16 +124,22 @@ def legalize(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> tuple[torch
     """Dynamo's graph with its dropout calls rewritten (a copy, if it has any), and their masks; the masks'
     examples are appended to `example_inputs`."""
     from torch._guards import detect_fake_mode
-    if not any(_dropout_call(node) for node in gm.graph.nodes):
+    if not any(_dropout_call(node) or _attention_call(node) for node in gm.graph.nodes):
         return gm, []
     gm = _copy(gm)
-    calls = [(node, *found) for node in gm.graph.nodes if (found := _dropout_call(node)) is not None]
+    calls = [node for node in gm.graph.nodes if _dropout_call(node) or _attention_call(node)]
     fake_mode = detect_fake_mode(example_inputs)
     last_input = [n for n in gm.graph.nodes if n.op == "placeholder"][-1]
     masks = []
-    for i, (node, x, p) in enumerate(calls):
-        value = x.meta["example_value"]
-        mask = DropoutMask(tuple(int(s) for s in value.shape), value.dtype, p, value.device)
+    for i, node in enumerate(calls):
+        attention = _attention_call(node)
+        if attention is not None:
+            arguments, shape, dtype, p = attention
+            mask = DropoutMask(shape, dtype, p, arguments["query"].meta["example_value"].device)
+        else:
+            x, p = _dropout_call(node)
+            value = x.meta["example_value"]
+            mask = DropoutMask(tuple(int(s) for s in value.shape), value.dtype, p, value.device)
         with gm.graph.inserting_after(last_input):
             placeholder = gm.graph.placeholder(f"neuron_dropout_mask_{i}")
         last_input = placeholder
@@ -98,10 +149,14 @@ def legalize(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> tuple[torch
         placeholder.meta["example_value"] = example
         example_inputs.append(example)
         with gm.graph.inserting_before(node):
-            as_float = gm.graph.call_function(torch.Tensor.to, (placeholder, mask.dtype))
-            scaled = gm.graph.call_function(operator.mul, (as_float, 1.0 / (1.0 - p)))
-            dropped = gm.graph.call_function(operator.mul, (x, scaled))
-        for new in (as_float, scaled, dropped):
+            if attention is not None:
+                new_nodes = [gm.graph.call_function(attention_with_mask, (), {**arguments, "mask": placeholder})]
+            else:
+                as_float = gm.graph.call_function(torch.Tensor.to, (placeholder, mask.dtype))
+                scaled = gm.graph.call_function(operator.mul, (as_float, 1.0 / (1.0 - p)))
+                new_nodes = [as_float, scaled, gm.graph.call_function(operator.mul, (x, scaled))]
+        dropped = new_nodes[-1]
+        for new in new_nodes:
             new.meta.update({k: v for k, v in node.meta.items() if k in ("stack_trace", "nn_module_stack")})
         node.replace_all_uses_with(dropped)
         gm.graph.erase_node(node)

@@ -8,10 +8,11 @@ with `output_operand_aliases` for the inputs the kernel writes; a collective bec
 lowering cuts each such op out of the graph it gives torch-mlir, its results made inputs of the program and its
 tensor operands outputs (`cut`), and once the rest is StableHLO puts it back between them as a
 `stablehlo.custom_call` (`stitch`):
-  - NKI kernels: `nki::call_kernel` (a wrap_nki launch, a kernel called with tensors) and the ops made with
-    torch_neuronx.nki_op, also inside auto_functionalized / auto_functionalized_v2 (an op that writes its
-    inputs): target AwsNeuronCustomNativeKernel, backend_config base64 JSON naming the kernel (`func_name`: the
-    kernel's function, or the nki_op's name), output_operand_aliases for each input written;
+  - NKI kernels: `nki::call_kernel` (a wrap_nki launch, a kernel called with tensors; an op made with
+    torch_neuronx.nki_op is traced through to its launches, as TorchNeuron's nki_op is), inside
+    auto_functionalized / auto_functionalized_v2 (the op writes its outputs): target AwsNeuronCustomNativeKernel,
+    backend_config base64 JSON naming the kernel (`func_name`: the kernel's function),
+    output_operand_aliases for each input written;
   - collectives (functional c10d ops): a custom call named after the op, its non-tensor arguments in
     backend_config (`reduce_op=sum, group_name=0`; a stand-in: TorchNeuron's StableHLO collectives are not
     modelled); `wait_tensor` as the value it waits for.
@@ -185,33 +186,22 @@ def _collective(node: torch.fx.Node) -> _Call | None:
         f"{k}={v}" for k, v in constants.items()))
 
 
-def _nki_config(func_name: str, grid: Any, inputs: list[str], outputs: list[str], constants: dict,
-                kernels: list[str] | None = None) -> str:
+def _nki_config(func_name: str, grid: Any, inputs: list[str], outputs: list[str], constants: dict) -> str:
     """The custom call's backend_config, as neuronx-cc reads it for NKI kernels: base64 of a JSON object (here
-    naming the kernel the emulator runs, as no kernel binary is compiled; for an nki_op, the op and the kernels
-    it launches)."""
+    naming the kernel the emulator runs, as no kernel binary is compiled)."""
     config = {"func_name": func_name, "grid": list(grid), "input_names": inputs, "output_names": outputs,
               "constants": constants, "has_collectives": False}
-    if kernels is not None:
-        config["kernels"] = kernels
     return base64.b64encode(json.dumps(config).encode()).decode()
 
 
-def _is_nki_op(op: Any, glue: Any) -> bool:
-    return glue is not None and isinstance(op, torch._ops.OpOverload) and \
-        (op is torch.ops.nki.call_kernel.default or glue.is_nki_op(op))
-
-
 def _nki_call(gm: torch.fx.GraphModule, node: torch.fx.Node, glue: Any) -> _Call | None:
-    """An NKI kernel launch or nki_op, plain or inside auto_functionalized(_v2), as one custom call (None for
-    any other node)."""
+    """An NKI kernel launch (nki::call_kernel, which writes its outputs: always inside auto_functionalized(_v2)
+    in a compiled graph; an nki_op is traced through to its launches) as one custom call (None for any other
+    node)."""
     from torch._higher_order_ops.auto_functionalize import auto_functionalized, auto_functionalized_v2
-    if node.target in (auto_functionalized, auto_functionalized_v2) and _is_nki_op(node.args[0], glue):
+    if glue is not None and node.target in (auto_functionalized, auto_functionalized_v2) and \
+            node.args[0] is torch.ops.nki.call_kernel.default:
         return _functionalized_nki_call(gm, node, glue)
-    if _is_nki_op(node.target, glue) and node.target is not torch.ops.nki.call_kernel.default:
-        op = node.target
-        return _plain_call(node, NKI_TARGET, lambda constants, names, outputs: _nki_config(
-            op._schema.name, (), names, outputs, constants, glue.kernels_of(op)))
     return None
 
 
@@ -220,7 +210,7 @@ def _functionalized_nki_call(gm: torch.fx.GraphModule, node: torch.fx.Node, glue
     *new bases). The custom call takes the op's inputs (the views it writes as they are before) and returns
     its outputs and the new values of the views it writes (aliased to those operands); each new base is its
     old value with the written views scattered into it."""
-    from torch._higher_order_ops.auto_functionalize import (AliasViewInfo, NotView, SliceViewInfo, ViewInfo,
+    from torch._higher_order_ops.auto_functionalize import (AliasViewInfo, NotView, SliceViewInfo,
                                                            auto_functionalized_v2, get_mutable_args_from_schema,
                                                            read_view_information_from_args)
     op, kwargs = node.args[0], dict(node.kwargs)
@@ -276,34 +266,22 @@ def _functionalized_nki_call(gm: torch.fx.GraphModule, node: torch.fx.Node, glue
 
     n_returns = max(len(schema.returns), 1)  # an op returning nothing has a None first
     returned = _tensor_leaves(tuple(node.meta["val"][:n_returns]))
-    if op is torch.ops.nki.call_kernel.default:
-        # nki::call_kernel(plan, inputs, outputs): the kernel's parameters in its signature's order, then the new
-        # outputs it allocates, which are results only (the kernel does not read them)
-        launch = glue.launch_signature(arguments[0][1])
-        outputs = [info for _, info in arguments[2:]]  # the parameters written, then the new outputs
-        inputs, writes = iter(arguments[1][1]), iter(outputs[:len(launch["written"])])
-        operands, results = [], []
-        for i, name in enumerate(launch["params"]):
-            if i in launch["written"]:
-                info = next(writes)
-                results.append((name, info, len(operands)))
-                operands.append(view_of(info))
-            else:
-                operands.append(next(inputs))
-        results += [(f"out{k}", info, None) for k, info in enumerate(outputs[len(launch["written"]):])]
-        config = _nki_config(launch["func_name"], launch["grid"], launch["params"],
-                             [name for name, _, _ in results], launch["constants"])
-    else:
-        operands, input_names, constants, results = [], [], {}, []
-        for name, value in arguments:
-            if isinstance(value, ViewInfo):  # written
-                results.append((name, value, len(operands)))
-                operands.append(view_of(value))
-                input_names.append(name)
-            else:
-                _add_argument(name, value, operands, input_names, constants)
-        config = _nki_config(schema.name, (), input_names, _output_names(returned) + [name for name, _, _ in results],
-                             constants, glue.kernels_of(op))
+    # nki::call_kernel(plan, inputs, outputs): the kernel's parameters in its signature's order, then the new
+    # outputs it allocates, which are results only (the kernel does not read them)
+    launch = glue.launch_signature(arguments[0][1])
+    outputs = [info for _, info in arguments[2:]]  # the parameters written, then the new outputs
+    inputs, writes = iter(arguments[1][1]), iter(outputs[:len(launch["written"])])
+    operands, results = [], []
+    for i, name in enumerate(launch["params"]):
+        if i in launch["written"]:
+            info = next(writes)
+            results.append((name, info, len(operands)))
+            operands.append(view_of(info))
+        else:
+            operands.append(next(inputs))
+    results += [(f"out{k}", info, None) for k, info in enumerate(outputs[len(launch["written"]):])]
+    config = _nki_config(launch["func_name"], launch["grid"], launch["params"],
+                         [name for name, _, _ in results], launch["constants"])
 
     values = [v for _, v in returned] + [_value_of_view(bases, info) for _, info, _ in results]
     aliases = [(len(returned) + k, operand) for k, (_, _, operand) in enumerate(results) if operand is not None]

@@ -52,7 +52,8 @@ class Kernel:
                                "supported (NKI 0.3+)", "name every parameter", loc=_func_loc(func))
 
     def __getitem__(self, grid) -> "Launch":
-        if not isinstance(grid, tuple):
+        # kernel[2, 2], kernel[(2, 2)], kernel[[2, 2]] (TorchNeuron's examples build the grid as a list), kernel[4]
+        if not isinstance(grid, (tuple, list)):
             grid = (grid,)
         return Launch(self, tuple(int(g) for g in grid))
 

@@ -16,9 +16,10 @@ A launch with tensors becomes one operation, the custom op `torch.ops.nki.call_k
      `nki::call_kernel` neuron kernel.
 
 `nki_op(name, mutates_args=...)` is torch.library.custom_op with the function itself as its fake kernel (it
-must run on fake tensors: kernel launches do); register autograd on the result as on any custom op.
-The real TorchNeuron routes launches through a HigherOrderOperator (nki_kernel_wrapper); here the custom op
-plays that part (docs/nki.md: what differs).
+must run on fake tensors: kernel launches do); register autograd on the result as on any custom op. Under
+torch.compile it is traced through (as TorchNeuron's nki_op: a FunctionalTensorMode rule), so a compiled graph
+holds its kernel launches. The real TorchNeuron routes launches through a HigherOrderOperator
+(nki_kernel_wrapper); here the custom op nki::call_kernel plays that part (docs/nki.md: what differs).
 """
 
 from __future__ import annotations
@@ -124,8 +125,6 @@ def call(kernel: Kernel, grid: tuple, bound: dict):
                                f"'{n}' is on {t.device} and '{names[0]}' on {device}")
     pid = _plan_id(kernel, grid, names, tuple(tuple(t.shape) for t in tensors), tuple(t.dtype for t in tensors),
                    const_names, *[bound[n] for n in const_names])
-    for op_name in getattr(_op_local, "ops", ()):
-        _nki_op_kernels[op_name].add(kernel.__name__)
     new_outputs, mutated, items, single = _plan_layout(pid)
     for i in mutated:
         if not tensors[i].is_contiguous():
@@ -188,19 +187,6 @@ def launch_signature(plan: int) -> dict:
                           for k, v in p.constants.items()}}
 
 
-_nki_op_kernels: dict[str, set] = {}  # the ops nki_op made (qualified names): the kernels each has launched
-
-
-def is_nki_op(op) -> bool:
-    """Whether the OpOverload `op` was made by nki_op (the compile lowering presents it as an NKI kernel call)."""
-    return op._schema.name in _nki_op_kernels
-
-
-def kernels_of(op) -> list:
-    """Names of the kernels the nki_op `op` has launched (on fake tensors too: under torch.compile, tracing runs it)."""
-    return sorted(_nki_op_kernels[op._schema.name])
-
-
 def wrap_nki(kernel, **kwargs):
     """A launchable kernel for PyTorch code, as torch_neuronx.wrap_nki: `wrap_nki(k)(*args)`,
     `wrap_nki(k)[grid](*args)`; accepts @nki.jit / @neuronxcc.nki.jit kernels and plain functions."""
@@ -216,7 +202,8 @@ def nki_op(name: str, fn=None, mutates_args=(), *, device_types=None, schema=Non
 
     `fn` launches the kernels (wrap_nki(k)[grid](...) or k(...)); it is also the op's fake kernel, so it must
     run on fake tensors (kernel launches do). Use `.register_autograd(backward, setup_context=...)` on the
-    result for training. Under torch.compile(backend="neuron", fullgraph=True) the op is one node.
+    result for training. Under torch.compile(backend="neuron", fullgraph=True) the op is traced through: its
+    kernel launches are the graph's nodes.
     A custom op may not return its inputs: where `fn` returns a parameter the kernel wrote in place (as
     TorchNeuron's examples do), the op returns a copy of it; the parameter itself is updated in place."""
     def dec(f):
@@ -238,6 +225,18 @@ def nki_op(name: str, fn=None, mutates_args=(), *, device_types=None, schema=Non
                                      schema=schema if schema is not None else
                                      torch.library.infer_schema(f, mutates_args=mutates_args))
         op.register_fake(run)
-        _nki_op_kernels.setdefault(name, set())
+        # Under torch.compile the op is traced through, as TorchNeuron's nki_op does (its FunctionalTensorMode
+        # rule): the graph holds the kernel launches (nki::call_kernel, functionalized), not the op. So an op
+        # writing its inputs never goes through auto_functionalized (whose fake kernel cannot take an argument
+        # named `mode`, torch 2.13).
+        from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        def traced_through(mode, op_, types, args, kwargs):
+            if any(not issubclass(t, (FakeTensor, FunctionalTensor)) and t is not torch.Tensor for t in types):
+                return NotImplemented
+            with mode:
+                return run(*args, **kwargs)
+        op.register_torch_dispatch(FunctionalTensorMode, traced_through)
         return op
     return dec if fn is None else dec(fn)

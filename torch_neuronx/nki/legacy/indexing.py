@@ -192,8 +192,14 @@ def advanced_index(t: NkiTensor, key: tuple) -> NkiTensor:
     offset = t.offset
     strides = [0] * r
     spans = []
+    indirect = None
     for d, k in enumerate(key):
-        if isinstance(k, IndexExpr):
+        if isinstance(k, NkiTensor):
+            # a tile of indices (dynamic addressing): dim d at the row each of its values names, one per
+            # partition of the access; an indirect DMA (checked, or skipped with oob_mode.skip, at run time)
+            indirect = _dynamic_index(t, d, k, indirect, r)
+            spans.append((d, 0, 0, []))
+        elif isinstance(k, IndexExpr):
             v = k.values
             full = v.expand(shape) if tuple(v.shape) != tuple(shape) else v
             origin = int(full[(0,) * r])
@@ -233,12 +239,28 @@ def advanced_index(t: NkiTensor, key: tuple) -> NkiTensor:
         if lo < 0 or hi >= t.shape[d]:
             oob.append(f"Out-of-bound access for tensor `{t.name or 'tensor'}` on dimension {d}: index range "
                        f"[{lo}, {hi}] exceed dimension size of {t.shape[d]}")
-    v = NkiTensor(t._alloc, tuple(shape), strides, offset, pdim, t.dtype)
+    if indirect is not None:
+        if strides[0]:
+            raise NotImplementedError(f"a tile of indices on {t.describe()} together with an index expression "
+                                      "varying along the partition axis: not emulated here")
+        strides[0] = t.strides[indirect[0]]
+        indirect = (0, indirect[1], False)
+    v = NkiTensor(t._alloc, tuple(shape), strides, offset, pdim, t.dtype, indirect)
     if oob:
         v._oob = "; ".join(oob)
         return v
     _check_bounds(v)
     return v
+
+
+def _dynamic_index(t: NkiTensor, d: int, tile: NkiTensor, indirect, rank: int) -> tuple:
+    if t._alloc.on_chip or not tile._alloc.on_chip:
+        fail("err_indirect_indices_free_dim", f"indexing {t.describe()} with {tile.describe()}: a tile of indices "
+             "addresses an HBM tensor, and must itself be on chip", "nl.load the indices, then index the HBM tensor")
+    if indirect is not None or rank == 0:
+        fail("err_indirect_indices_free_dim", f"{t.describe()}: one tile of indices per access, with index "
+             "expressions (nl.arange / nl.mgrid) for the other dimensions", "index the other dimensions with nl.mgrid")
+    return (d, tile)
 
 
 # -- masks ---------------------------------------------------------------------------------------------------
