@@ -279,6 +279,35 @@ def test_op_tracking_classifies_as_the_real_plugin_records():
     assert "aten::linalg_qr" in emulator and "aten::mm" not in emulator, emulator
 
 
+@pytest.mark.parametrize("inference", [False, True], ids=["autograd", "inference_mode"])
+def test_composite_ops_recorded_as_themselves_through_unboxed_kernels(inference):
+    # Each composite overload TorchNeuron registers has an unboxed recording kernel (UnboxedComposites.cpp:
+    # a boxed one costs every call, docs/runtime.md); an overload a new torch adds needs its line there.
+    assert torch_neuronx._C._boxed_composite_recorders() == []
+    cpu = torch.randn(4, 4)
+    results = {}
+    for device in ("cpu", DEV):
+        x = cpu.to(device).requires_grad_(not inference)
+        torch_neuronx.clear_op_tracking()
+        with torch.inference_mode(inference):
+            scaled = torch.ops.aten.mul.Scalar(x, 2.0).sum()  # explicit composites: mul.Scalar, sum
+            stacked = torch.stack([x, x]).transpose(0, 1).contiguous()  # stack (explicit), contiguous (implicit)
+            acc = [torch.zeros(4, device=device)]  # zeros (a factory op)
+            torch._foreach_add_(acc, 1.5)  # _foreach_add_.Scalar (explicit, returns nothing)
+            ones = torch.ones_like(x)
+            normed = torch.nn.functional.rms_norm(x, (4,))  # rms_norm: records its part (_fused_rms_norm) too
+        results[device] = (scaled, stacked, acc[0], ones, normed)
+    for got, want in zip(results[DEV], results["cpu"]):
+        torch.testing.assert_close(got.cpu(), want)
+    executed = set(torch_neuronx.get_executed_ops())
+    assert {"aten::mul.Scalar", "aten::sum", "aten::stack", "aten::contiguous", "aten::zeros",
+            "aten::_foreach_add_.Scalar", "aten::ones_like", "aten::rms_norm", "aten::_fused_rms_norm"} <= executed, executed
+    # Their parts here (mul.Scalar's mul.Tensor, sum's sum.dim_IntList, stack's cat, ...) are not Trainium's ops.
+    assert not {"aten::mul.Tensor", "aten::sum.dim_IntList", "aten::cat", "aten::add_.Scalar", "aten::add_.Tensor",
+                "aten::fill_.Scalar"} & executed, executed
+    assert not torch_neuronx.get_fallback_ops()
+
+
 def test_cpu_fallback_error_rejects_what_trainium_runs_on_cpu():
     torch_neuronx._C._set_cpu_fallback_allowed(False)
     try:

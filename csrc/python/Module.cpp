@@ -70,6 +70,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_cpu_fallback_allowed", &neuron::op_tracking::set_cpu_fallback_allowed);
   m.def("_set_registered_ops", &neuron::op_tracking::set_registered_ops);
   m.def("_track_registered_composites", &neuron::op_tracking::track_registered_composites);
+  m.def("_boxed_composite_recorders", &neuron::op_tracking::boxed_composite_recorders);
   m.def("_executed_ops", &neuron::op_tracking::executed_ops);
   m.def("_fallback_ops", &neuron::op_tracking::fallback_ops);
   m.def("_clear_op_tracking", &neuron::op_tracking::clear);

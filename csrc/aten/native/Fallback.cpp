@@ -9,6 +9,7 @@
 #include "aten/native/NeuronDtypeRules.h"
 #include "aten/native/OpSignatures.h"
 #include "aten/native/OpTracking.h"
+#include "aten/native/SchemaCache.h"
 #include "aten/native/UnsupportedLayouts.h"
 #include "core/Device.h"
 #include "core/Generator.h"
@@ -18,7 +19,6 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/SmallVector.h>
 
-#include <array>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -68,25 +68,17 @@ OpInfo* build_info(const c10::FunctionSchema& schema) {
   return info;
 }
 
-// Every fallback call looks its op up: a per-thread direct-mapped cache keyed by the schema's address
-// (one compare on the hot path) in front of the registry, which is keyed by name and locked.
+// Every fallback call looks its op up: the per-thread cache (SchemaCache.h) in front of the registry, which
+// is keyed by name and locked.
 OpInfo* op_info(const c10::OperatorHandle& op) {
-  struct Slot {
-    const void* key = nullptr;
-    OpInfo* info = nullptr;
-  };
-  thread_local std::array<Slot, 512> cache;
-  const void* key = &op.schema();
-  Slot& slot = cache[(reinterpret_cast<uintptr_t>(key) >> 4) % cache.size()];
-  if (slot.key == key) return slot.info;
-  const auto& schema = op.schema();
-  std::string name = schema.name() + "." + schema.overload_name();
-  std::lock_guard<std::mutex> g(g_ops_mu);
-  auto& reg = registry();
-  auto rit = reg.find(name);
-  OpInfo* info = rit != reg.end() ? rit->second : (reg[name] = build_info(schema));
-  slot = Slot{key, info};
-  return info;
+  return cached_by_schema<OpInfo, 512>(op, [](const c10::OperatorHandle& op) {
+    const auto& schema = op.schema();
+    std::string name = schema.name() + "." + schema.overload_name();
+    std::lock_guard<std::mutex> g(g_ops_mu);
+    auto& reg = registry();
+    auto rit = reg.find(name);
+    return rit != reg.end() ? rit->second : (reg[name] = build_info(schema));
+  });
 }
 
 // Per-call state: which device storages were aliased, and as what.

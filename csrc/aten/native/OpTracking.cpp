@@ -1,16 +1,13 @@
 // Op tracking as TorchNeuron reports it (OpTracking.h).
 #include "aten/native/OpTracking.h"
+#include "aten/native/CompositeRecording.h"
+#include "aten/native/SchemaCache.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
-#include <ATen/ops/_to_copy_native.h>
-#include <ATen/ops/clone_native.h>
-#include <ATen/ops/linear_native.h>
-#include <ATen/ops/zeros_native.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
-#include <array>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -138,38 +135,31 @@ void log_op(const std::string& op_name, bool on_neuron) {
 // --- Composite ops TorchNeuron registers as one Neuron kernel ---------------------------------------------
 //
 // Here they decompose before reaching the device (PyTorch's composite kernels), so their parts would be
-// recorded instead. Each gets a boxed kernel that records the op and runs the same composite kernel the
+// recorded instead. Each gets a kernel that records the op and runs the same composite kernel the
 // dispatcher would have picked, with recording off for its parts: at PrivateUse1 for explicit composites
 // (their autograd formula stays where it is), and at PrivateUse1 and AutogradPrivateUse1 for implicit
 // ones (at the autograd key, where the composite runs normally, so autograd records its parts as before;
 // at PrivateUse1 for calls under inference_mode, which skip the autograd keys). Calls on fake or
 // functional tensors (tracing: the Python key is set) run the composite without recording.
+//
+// The kernel is the overload's unboxed one (UnboxedComposites.cpp) where this build has it, else the boxed
+// one below. (copy_ is recorded by the device copy it always ends in, native::copy_from.)
 namespace {
 
-struct Composite {
-  Site site;
-  c10::DispatchKey kernel;  // the alias key of its composite kernel
-  bool records_parts;       // a Python function there: the ops it calls are recorded too
-  Composite(const std::string& name, c10::DispatchKey k, bool parts) : site(name), kernel(k), records_parts(parts) {}
-};
-
-std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<Composite>>& composites() {
-  static auto* m = new std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<Composite>>();
+std::unordered_map<const c10::FunctionSchema*, Composite*>& composites() {
+  static auto* m = new std::unordered_map<const c10::FunctionSchema*, Composite*>();
   return *m;
 }
 
+std::vector<std::string>& boxed_overloads() {
+  static auto* v = new std::vector<std::string>();
+  return *v;
+}
+
 void registered_composite(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
-  // The op's entry: a per-thread direct-mapped cache by schema address in front of the map (read-only
-  // once registration is done).
-  struct Slot {
-    const void* key = nullptr;
-    Composite* composite = nullptr;
-  };
-  thread_local std::array<Slot, 64> cache;
-  const void* key = &op.schema();
-  Slot& slot = cache[(reinterpret_cast<uintptr_t>(key) >> 4) % cache.size()];
-  if (slot.key != key) slot = Slot{key, composites().at(&op.schema()).get()};
-  Composite& c = *slot.composite;
+  // The map is read-only once registration is done.
+  Composite& c = *cached_by_schema<Composite, 64>(
+      op, [](const c10::OperatorHandle& op) { return composites().at(&op.schema()); });
   if (!keys.has(c10::DispatchKey::Python)) record(c.site);
   if (c.records_parts) {
     op.callBoxedForDispatchKey(c.kernel, *stack);
@@ -177,26 +167,6 @@ void registered_composite(const c10::OperatorHandle& op, c10::DispatchKeySet key
   }
   InsideRegisteredOp inside;
   op.callBoxedForDispatchKey(c.kernel, *stack);
-}
-
-// The most frequent of them in a training step, unboxed: the boxed kernel's boxing and unboxing showed in
-// the per-op cost of a small model. A recording kernel that calls the composite directly; registered
-// statically, so track_registered_composites skips them. (copy_ is recorded by the device copy it always
-// ends in, native::copy_from.)
-constexpr char kLinear[] = "aten::linear";
-constexpr char kToCopy[] = "aten::_to_copy";
-constexpr char kClone[] = "aten::clone";
-constexpr char kZeros[] = "aten::zeros";
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("linear", NEURON_RECORDED_KERNEL(at::native::linear, kLinear));
-  m.impl("_to_copy", NEURON_RECORDED_KERNEL(at::native::_to_copy, kToCopy));
-  m.impl("clone", NEURON_RECORDED_KERNEL(at::native::clone, kClone));
-  m.impl("zeros", NEURON_RECORDED_KERNEL(at::native::zeros_symint, kZeros));
-}
-// linear is an implicit composite: its autograd key runs the composite too (see above).
-TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
-  m.impl("linear", NEURON_RECORDED_KERNEL(at::native::linear, kLinear));
 }
 
 } // namespace
@@ -230,17 +200,34 @@ int64_t track_registered_composites(const std::vector<std::string>& overloads,
       kernel = c10::DispatchKey::CompositeImplicitAutograd;
     else
       continue;  // no kernel at all on neuron: nothing runs that could be recorded (e.g. linear_backward)
-    composites()[&op->schema()] = std::make_unique<Composite>(full, kernel, parts.count(full) > 0);
+    auto* composite = new Composite(full, kernel, parts.count(full) > 0);
+    const UnboxedComposite* unboxed = find_unboxed_composite(full);
+    // An unboxed kernel compiled for another alias key (the op's composite moved, in another torch) would
+    // call the wrong kernel: the boxed one calls the one the dispatcher has.
+    if (unboxed && unboxed->kernel != kernel) unboxed = nullptr;
+    if (unboxed) {
+      *unboxed->state = composite;
+    } else {
+      composites()[&op->schema()] = composite;
+      boxed_overloads().push_back(full);
+    }
+    auto fn = [unboxed] {
+      return unboxed ? unboxed->make() : torch::CppFunction::makeFromBoxedFunction<&registered_composite>();
+    };
     std::string qualified = name.substr(6) + (overload.empty() ? "" : "." + overload);
-    auto fn = [] { return torch::CppFunction::makeFromBoxedFunction<&registered_composite>(); };
     device_lib->impl(qualified.c_str(), fn());
     // An implicit composite with an autograd formula of its own (_fused_rms_norm: its backward is
-    // _fused_rms_norm_backward) keeps the formula: its autograd key runs it, then the composite here.
-    if (kernel == c10::DispatchKey::CompositeImplicitAutograd && !op->hasKernelForDispatchKey(c10::DispatchKey::Autograd))
+    // _fused_rms_norm_backward) keeps the formula: its autograd key runs it, then the composite here. Not
+    // linear: its formula (linear_backward) is PyTorch's for nested tensors, and dense linear's gradients
+    // come from its parts on CPU (the composite runs at AutogradCPU), so they do here.
+    if (kernel == c10::DispatchKey::CompositeImplicitAutograd &&
+        (!op->hasKernelForDispatchKey(c10::DispatchKey::Autograd) || full == "aten::linear"))
       autograd_lib->impl(qualified.c_str(), fn());
     ++count;
   }
   return count;
 }
+
+std::vector<std::string> boxed_composite_recorders() { return boxed_overloads(); }
 
 } // namespace neuron::op_tracking

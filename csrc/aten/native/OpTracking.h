@@ -9,7 +9,7 @@
 // would run, not the emulator's own path: an op TorchNeuron registers as one Neuron kernel is recorded
 // as itself and the ops it decomposes into here are not (InsideRegisteredOp); composite ops it registers
 // (linear, embedding, ones, clone, _to_copy, ...) get a recording kernel in front of their composite
-// (track_registered_composites). Views, _copy_from_and_resize and record_stream are not recorded, as there.
+// (track_registered_composites; unboxed, UnboxedComposites.cpp). Views, _copy_from_and_resize and record_stream are not recorded, as there.
 //
 // Cost on the eager path: record() of a site already recorded since the last clear is two relaxed
 // loads; the first record of a site takes a lock.
@@ -81,6 +81,9 @@ void log_op(const std::string& op_name, bool on_neuron);
 // functions that call other ops) record the ops they run too. Called once, after every other registration.
 int64_t track_registered_composites(const std::vector<std::string>& overloads,
                                     const std::vector<std::string>& records_parts);
+// The overloads among them whose recording kernel is the boxed one (no unboxed kernel compiled for them:
+// UnboxedComposites.cpp); the others' are unboxed.
+std::vector<std::string> boxed_composite_recorders();
 
 // A kernel of ours for an op TorchNeuron runs as one Neuron kernel, which computes it here from other ops
 // (linear_backward, batch_norm_stats, ...): records the op, not its parts. `records_parts`: an op TorchNeuron
