@@ -20,7 +20,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-EXPECTED_CHECKS = 16  # per rank: guards against checks silently not running
+EXPECTED_CHECKS = 19  # per rank: guards against checks silently not running
 
 
 @pytest.mark.slow
@@ -70,6 +70,11 @@ def _worker() -> None:
         dist.reduce_scatter(want, parts, group=gloo)
         check(f"reduce_scatter one input {ishape} -> {oshape}", torch.allclose(got.cpu(), want),
               f"{got.cpu()} vs {want}")
+    parts = [data((3, 2), 10 + q) for q in range(world)]  # the usual form next to it: one input per rank
+    got, want = torch.empty(3, 2, device=dev), torch.empty(3, 2)
+    dist.reduce_scatter(got, [p.to(dev) for p in parts])
+    dist.reduce_scatter(want, parts, group=gloo)
+    check("reduce_scatter one input per rank", torch.allclose(got.cpu(), want), f"{got.cpu()} vs {want}")
     for op in (dist.ReduceOp.AVG, dist.ReduceOp.MIN, dist.ReduceOp.MAX):
         x = data((4, 3), 20)
         got, want = torch.empty(2, 3, device=dev), torch.empty(2, 3)
