@@ -117,17 +117,68 @@ std::string each_like(const TensorList& tensors, const at::Tensor& like, const c
   return "";
 }
 
-std::string whole_of_parts(const at::Tensor& whole, const at::Tensor& part, int size, const char* whole_what,
-                           const char* part_what) {
-  if (whole.scalar_type() != part.scalar_type()) {
-    return c10::str("the ", whole_what, " is ", whole.scalar_type(), " but the ", part_what, " is ",
-                    part.scalar_type(), ": they must have one dtype");
+std::string gathered_output(const at::Tensor& output, const at::Tensor& input, int size) {
+  if (output.scalar_type() != input.scalar_type()) {
+    return c10::str("the output is ", output.scalar_type(), " but the input is ", input.scalar_type(),
+                    ": they must have one dtype");
   }
-  if (whole.numel() == part.numel() * size) return "";
-  return c10::str(whole_what, " shape mismatch: the ", whole_what, " must hold world size (", size, ") x the ",
-                  part_what, "'s ", part.numel(), " elements = ", part.numel() * size, ", got ", shape(whole),
-                  " (", whole.numel(), "); the ", whole_what, " size must be evenly divisible by replica group size, "
-                  "Expected ", part_what, " size ", whole.numel() / std::max(size, 1));
+  if (output.numel() == input.numel() * size) return "";
+  auto expected = input.sizes().vec();
+  if (expected.empty()) expected.push_back(1);
+  expected[0] *= size;
+  return c10::str("output shape mismatch, expected ", c10::IntArrayRef(expected), ", got ", shape(output),
+                  ": the output holds world size (", size, ") x the input's ", input.numel(), " elements = ",
+                  input.numel() * size, " (the inputs concatenated along dim 0, or stacked), it has ",
+                  output.numel());
+}
+
+std::string scattered_input(const at::Tensor& input, const at::Tensor& output, int size) {
+  if (input.scalar_type() != output.scalar_type()) {
+    return c10::str("the input is ", input.scalar_type(), " but the output is ", output.scalar_type(),
+                    ": they must have one dtype");
+  }
+  if (input.numel() == output.numel() * size) return "";
+  return c10::str("scatter dimension 0: input size (", input.numel(), ") must be evenly divisible by replica group size (",
+                  size, ") into the output: ", input.numel(), " / ", size, " = ",
+                  static_cast<double>(input.numel()) / std::max(size, 1), ". Expected output size: ",
+                  input.numel() / std::max(size, 1), ", actual output size: ", output.numel(), " (input ",
+                  shape(input), ", output ", shape(output), "; the input holds world size x the output's elements)");
+}
+
+std::string single_input_scatter(const at::Tensor& input, const at::Tensor& output, int size, int64_t* dim) {
+  auto in = input.sizes().vec(), out = output.sizes().vec();
+  while (in.size() < out.size()) in.insert(in.begin(), 1);
+  while (out.size() < in.size()) out.insert(out.begin(), 1);
+  std::vector<size_t> differ;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (in[d] != out[d]) differ.push_back(d);
+  }
+  *dim = differ.empty() ? 0 : static_cast<int64_t>(differ[0]);
+  if (input.scalar_type() != output.scalar_type()) {
+    return c10::str("output tensor dtype (", output.scalar_type(), ") must match input tensor dtype (",
+                    input.scalar_type(), ")");
+  }
+  if (differ.size() > 1) {
+    std::ostringstream found;
+    for (size_t i = 0; i < differ.size(); ++i) {
+      found << (i ? ", " : "") << "dim[" << differ[i] << "]: " << in[differ[i]] << " -> " << out[differ[i]];
+    }
+    return c10::str("single tensor scatter can only differ in one dimension, found differences in: ", found.str(),
+                    " (input ", shape(input), ", output ", shape(output), "). With one input tensor, the output is ",
+                    "the input's slice of one rank along the scatter dimension");
+  }
+  if (differ.empty()) {
+    if (size == 1) return "";
+    return c10::str("when input and output shapes are identical, replica group must have size 1, got ", size,
+                    " (", shape(input), "). With one input tensor, the output is its slice of one rank along the ",
+                    "scatter dimension; or pass one input per rank, each of the output's shape");
+  }
+  const int64_t d = *dim;
+  if (in[d] == out[d] * size) return "";
+  return c10::str("scatter dimension ", d, ": input size (", in[d], ") must be evenly divisible by replica group size (",
+                  size, "), but ", in[d], " / ", size, " = ", static_cast<double>(in[d]) / std::max(size, 1),
+                  ". Expected output size: ", in[d] / std::max(size, 1), ", actual output size: ", out[d],
+                  " (input ", shape(input), ", output ", shape(output), ")");
 }
 
 std::string same_trailing_shape(const TensorList& inputs) {

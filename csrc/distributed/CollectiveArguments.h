@@ -56,9 +56,14 @@ std::string one_per_rank(const TensorList& tensors, int size, const char* what);
 std::string same_shapes(const TensorList& tensors, const char* what);
 // Every tensor of `tensors` has `like`'s shape and dtype; `what` names them ("output", "input").
 std::string each_like(const TensorList& tensors, const at::Tensor& like, const char* what, const char* like_what);
-// `whole` holds `size` x `part`'s elements of `part`'s dtype (all_gather_into_tensor, reduce_scatter_tensor).
-std::string whole_of_parts(const at::Tensor& whole, const at::Tensor& part, int size, const char* whole_what,
-                           const char* part_what);
+// all_gather_into_tensor: `output` holds `size` x `input`'s elements of `input`'s dtype.
+std::string gathered_output(const at::Tensor& output, const at::Tensor& input, int size);
+// reduce_scatter_tensor: `input` holds `size` x `output`'s elements of `output`'s dtype.
+std::string scattered_input(const at::Tensor& input, const at::Tensor& output, int size);
+// reduce_scatter with one input tensor (TorchNeuron's single-tensor form): `input` and `output` (the
+// shorter shape padded with leading 1s) differ in one dim, where the input holds `size` x the
+// output's size; identical shapes need a group of one. "" and `*dim` = that dim (0 when identical).
+std::string single_input_scatter(const at::Tensor& input, const at::Tensor& output, int size, int64_t* dim);
 // reduce_scatter_tensor_coalesced: every input has the first's shape except in dim 0.
 std::string same_trailing_shape(const TensorList& inputs);
 // all_to_all_single: no split sizes, or `size` equal ones that add up to dim 0; dim 0 divisible by `size`.

@@ -484,7 +484,7 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::_allgather_base(at::Tensor& output,
                                                              const c10d::AllgatherOptions& opts) {
   auto sig = Sig::of(OpType::_ALLGATHER_BASE, input, 1, input.numel() + output.numel());
   Refusal refusal("all_gather_into_tensor");
-  refusal.check(args::whole_of_parts(output, input, size_, "output", "input"));
+  refusal.check(args::gathered_output(output, input, size_));
   std::function<void()> on_shm;
   if (shm_) on_shm = [&] { all_gather_into_on_shm(output, input, "all_gather_into_tensor"); };
   return collective({OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {output, input}, {output}, input, sig,
@@ -496,38 +496,31 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::_allgather_base(at::Tensor& output,
                     });
 }
 
+// TorchNeuron's layout (its backend.py): outputs[i][rank] receives rank's inputs[i], one list per input
+// tensor. Gloo takes the transpose (outputs[rank][i]), given it on the host path.
 c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather_coalesced(TensorLists& outputs, TensorList& inputs,
                                                                  const c10d::AllgatherOptions& opts) {
   auto flat_out = flatten(outputs);
   const auto& example = first(inputs, "all_gather_coalesced");
   Refusal refusal("all_gather_coalesced");
-  refusal.check(static_cast<int>(outputs.size()) == size_
+  refusal.check(outputs.size() == inputs.size()
                     ? ""
-                    : c10::str("needs one list of outputs per rank (", size_, "), got ", outputs.size()))
+                    : c10::str("number of output lists (", outputs.size(), ") must match number of input tensors (",
+                               inputs.size(), "): the outputs are one list per input tensor, of one tensor per rank "
+                               "(output_tensor_lists[i][rank] receives rank's input i)"))
       .check(args::no_zero_dim0(both(inputs, flat_out)));
-  for (const auto& per_rank : outputs) {
-    refusal.check(per_rank.size() == inputs.size()
+  for (size_t i = 0; i < outputs.size() && i < inputs.size(); ++i) {
+    refusal.check(static_cast<int>(outputs[i].size()) == size_
                       ? ""
-                      : c10::str("each rank's list of outputs needs one tensor per input (", inputs.size(), "), got ",
-                                 per_rank.size()));
-    for (size_t i = 0; i < per_rank.size() && i < inputs.size(); ++i) {
-      refusal.check(args::each_like({per_rank[i]}, inputs[i], "output", "input"));
-    }
+                      : c10::str("output list ", i, " has ", outputs[i].size(), " tensors, expected one per rank (",
+                                 size_, ") (output_tensor_lists[i][rank] receives rank's input i)"))
+        .check(args::each_like(outputs[i], inputs[i], "output", "input"));
   }
   auto sig = Sig::of(OpType::ALLGATHER_COALESCED, example, inputs.size(), numel_of(inputs) + numel_of(flat_out));
-  // Gloo's form: outputs[rank][i] receives rank's inputs[i].
   std::function<void()> on_shm;
-  if (shm_ && static_cast<int>(outputs.size()) == size_) {
+  if (shm_ && outputs.size() == inputs.size()) {
     on_shm = [&] {
-      for (size_t i = 0; i < inputs.size(); ++i) {
-        TensorList outs;
-        for (int q = 0; q < size_; ++q) {
-          TORCH_CHECK(outputs[q].size() == inputs.size(), "neuron backend: all_gather_coalesced needs ",
-                      inputs.size(), " outputs per rank");
-          outs.push_back(outputs[q][i]);
-        }
-        all_gather_on_shm(inputs[i], outs);
-      }
+      for (size_t i = 0; i < inputs.size(); ++i) all_gather_on_shm(inputs[i], outputs[i]);
     };
   }
   return collective(
@@ -535,7 +528,10 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather_coalesced(TensorLists& ou
        refusal.text()},
       on_shm,
       [&]() -> Issued {
-        auto host_out = on_host(outputs);
+        TensorLists host_out(size_);
+        for (int q = 0; q < size_; ++q) {
+          for (const auto& per_input : outputs) host_out[q].push_back(on_host(per_input[q]));
+        }
         auto host_in = on_host(inputs);
         return {host_->allgather_coalesced(host_out, host_in, opts), nullptr};
       });
@@ -547,7 +543,7 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::allgather_into_tensor_coalesced(Ten
   Refusal refusal("all_gather_into_tensor_coalesced");
   refusal.check(outputs.size() == inputs.size() ? "" : "needs one output per input tensor");
   for (size_t i = 0; i < inputs.size() && i < outputs.size(); ++i) {
-    refusal.check(args::whole_of_parts(outputs[i], inputs[i], size_, "output", "input"));
+    refusal.check(args::gathered_output(outputs[i], inputs[i], size_));
   }
   auto sig = Sig::of(OpType::COALESCED, example, inputs.size(), numel_of(inputs) + numel_of(outputs));
   std::function<void()> on_shm;
@@ -679,6 +675,22 @@ void ProcessGroupNeuron::reduce_scatter_on_shm(const at::Tensor& output, const T
   if (plan.needs_finish()) plan.finish({out.user});
 }
 
+// reduce_scatter takes, per output, either one input per rank (each of the output's shape), or, as
+// TorchNeuron, one input holding every rank's part along the scatter dim (the one dim where input and
+// output differ: args::single_input_scatter). The second becomes the first here: the input's parts,
+// each of the output's shape (views of the input where they can be, else copies; only read).
+namespace {
+TensorList scatter_parts(const at::Tensor& input, const at::Tensor& output, int64_t dim, int size) {
+  auto padded = input.sizes().vec();
+  while (static_cast<int64_t>(padded.size()) < output.dim()) padded.insert(padded.begin(), 1);
+  auto whole = on_host(input).reshape(padded);
+  const int64_t part = whole.size(dim) / size;
+  TensorList parts;
+  for (int q = 0; q < size; ++q) parts.push_back(whole.narrow(dim, q * part, part).reshape(output.sizes()));
+  return parts;
+}
+} // namespace
+
 c10::intrusive_ptr<Work> ProcessGroupNeuron::reduce_scatter(TensorList& outputs, TensorLists& inputs,
                                                             const c10d::ReduceScatterOptions& opts) {
   auto flat_in = flatten(inputs);
@@ -687,9 +699,17 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::reduce_scatter(TensorList& outputs,
   refusal.check(args::reduction(opts.reduceOp))
       .check(outputs.size() == inputs.size() ? "" : "needs one list of inputs per output tensor")
       .check(args::not_empty(both(outputs, flat_in)));
+  TensorLists parts(inputs.size());  // per output: one input per rank
   for (size_t i = 0; i < inputs.size() && i < outputs.size(); ++i) {
-    refusal.check(args::one_per_rank(inputs[i], size_, "input tensors"))
-        .check(args::each_like(inputs[i], outputs[i], "input", "output"));
+    if (inputs[i].size() == 1 && inputs[i][0].defined()) {
+      int64_t dim = 0;
+      refusal.check(args::single_input_scatter(inputs[i][0], outputs[i], size_, &dim));
+      if (!refusal.refused()) parts[i] = scatter_parts(inputs[i][0], outputs[i], dim, size_);
+    } else {
+      refusal.check(args::one_per_rank(inputs[i], size_, "input tensors"))
+          .check(args::each_like(inputs[i], outputs[i], "input", "output"));
+      parts[i] = inputs[i];
+    }
   }
   auto plan = HostReduction::plan(opts.reduceOp, example.scalar_type(), size_, "reduce_scatter");
   auto sig = Sig::of(OpType::REDUCE_SCATTER, example, outputs.size(), numel_of(outputs) + numel_of(flat_in))
@@ -697,7 +717,7 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::reduce_scatter(TensorList& outputs,
   std::function<void()> on_shm;
   if (shm_ && outputs.size() == inputs.size() && reducible_in_rank_order(example.scalar_type(), plan.host_op.op_)) {
     on_shm = [&] {
-      for (size_t i = 0; i < outputs.size(); ++i) reduce_scatter_on_shm(outputs[i], inputs[i], plan);
+      for (size_t i = 0; i < outputs.size(); ++i) reduce_scatter_on_shm(outputs[i], parts[i], plan);
     };
   }
   return collective({OpType::REDUCE_SCATTER, "reduce_scatter", both(outputs, flat_in), outputs, example, sig,
@@ -705,7 +725,11 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::reduce_scatter(TensorList& outputs,
                     on_shm, [&]() -> Issued {
                       auto host_out = on_host(outputs);
                       TensorLists host_in;
-                      for (const auto& l : inputs) host_in.push_back(plan.scaled_copies(on_host(l)));
+                      for (const auto& l : parts) {
+                        auto scaled = plan.scaled_copies(on_host(l));
+                        for (auto& t : scaled) t = t.contiguous();
+                        host_in.push_back(std::move(scaled));
+                      }
                       auto host_opts = opts;
                       host_opts.reduceOp = plan.host_op;
                       return {host_->reduce_scatter(host_out, host_in, host_opts), finisher(plan, host_out)};
@@ -717,7 +741,7 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::_reduce_scatter_base(at::Tensor& ou
   Refusal refusal("reduce_scatter_tensor");
   refusal.check(args::reduction(opts.reduceOp))
       .check(args::not_empty({input, output}))
-      .check(args::whole_of_parts(input, output, size_, "input", "output"));
+      .check(args::scattered_input(input, output, size_));
   auto plan = HostReduction::plan(opts.reduceOp, output.scalar_type(), size_, "reduce_scatter_tensor");
   auto sig = Sig::of(OpType::_REDUCE_SCATTER_BASE, output, 1, output.numel() + input.numel())
                  .with_reduce(opts.reduceOp.op_);
@@ -747,7 +771,7 @@ c10::intrusive_ptr<Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesced(
       .check(outputs.size() == inputs.size() ? "" : "needs one output per input tensor")
       .check(args::same_trailing_shape(inputs));
   for (size_t i = 0; i < inputs.size() && i < outputs.size(); ++i) {
-    refusal.check(args::whole_of_parts(inputs[i], outputs[i], size_, "input", "output"));
+    refusal.check(args::scattered_input(inputs[i], outputs[i], size_));
   }
   auto plan = HostReduction::plan(opts.reduceOp, example.scalar_type(), size_, "reduce_scatter_tensor_coalesced");
   auto sig = Sig::of(OpType::REDUCE_SCATTER_TENSOR_COALESCED, example, outputs.size(),
