@@ -150,6 +150,10 @@ def test_fp64_default_computes_in_float32_precision_and_copies_keep_bytes():
     r = torch.ones(1, dtype=torch.float64, device=DEV) / 3  # an op's result has float32 precision
     assert r.cpu().item() == third.float().double().item() != 1 / 3
     assert (d * 1).cpu().item() == third.float().double().item()
+    # Inputs and Python scalars enter an op at float32 precision too: comparisons agree with Trainium's.
+    assert (torch.full((2, 3), 3.14, dtype=torch.float64, device=DEV) == 3.14).all()
+    assert (d == 1 / 3).item() and d.cpu().item() == 1 / 3      # the compare did not round d's own bytes
+    assert d.view(1, 1).data_ptr() == d.data_ptr()             # views still see their base
 
 
 def test_fp64_switches(fp64_mode):

@@ -37,6 +37,7 @@ struct OpInfo {
   std::vector<size_t> mutable_args;       // arguments the op may write (in-place, out=)
   bool allows_host_tensors = false;       // CUDA accepts CPU index tensors for these
   bool fp32_integer_datapath = false;     // Neuron computes its integer results in fp32
+  bool returns_alias = false;             // a result may be a view of an argument (it must see the argument)
   std::atomic<int64_t> calls{0};          // fallback calls (the emulator's own count)
 };
 
@@ -60,6 +61,8 @@ OpInfo* build_info(const c10::FunctionSchema& schema) {
     if (type->kind() == c10::TypeKind::GeneratorType) info->generator_args.push_back(i);
     if (args[i].alias_info() && args[i].alias_info()->isWrite()) info->mutable_args.push_back(i);
   }
+  for (const auto& ret : schema.returns())
+    if (ret.alias_info()) info->returns_alias = true;
   static const std::unordered_set<std::string> host_ok = {
       "aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_",
       "aten::_unsafe_index", "aten::_unsafe_index_put"};
@@ -218,6 +221,20 @@ void arguments_to_host(Call& call, torch::jit::Stack& stack, size_t begin, size_
   const auto& mut = call.info->mutable_args;
   const int fp64 = fp64_mode();
   const bool fp64_check = fp64 == kFp64Warn || fp64 == kFp64Error;
+  // Neuron computes float64 in float32: its inputs (a copy may have kept float64 bytes) and its Python
+  // scalars enter the op at float32 precision, or `torch.full(s, 3.14, dtype=torch.float64) == 3.14` would be
+  // False here and True on Trainium. A written input is rounded in place (the op overwrites it anyway),
+  // any other is rounded into a copy.
+  const bool fp64_as_fp32 = fp64 == kFp64AsFloat32 && !dtype_rules::t_in_compiled_graph;
+  bool fp64_tensor = false;
+  auto host_input = [&](const at::Tensor& t, bool is_mut) {
+    at::Tensor h = call.to_host(t);
+    if (!fp64_as_fp32 || t.scalar_type() != at::kDouble || !is_neuron(t)) return h;
+    fp64_tensor = true;
+    if (is_mut) return h.copy_(h.to(at::kFloat));
+    if (call.info->returns_alias) return h;  // a view must see its base; views move bytes, compute nothing
+    return h.to(at::kFloat).to(at::kDouble);
+  };
   for (size_t i = 0; i < nargs; ++i) {
     c10::IValue& v = stack[begin + i];
     bool is_mut = std::find(mut.begin(), mut.end(), i) != mut.end();
@@ -225,14 +242,14 @@ void arguments_to_host(Call& call, torch::jit::Stack& stack, size_t begin, size_
       const at::Tensor& t = v.toTensor();
       if (!is_neuron(t)) continue;
       if (fp64_check) dtype_rules::check_fp64_input(call.info->name, t);
-      at::Tensor h = call.to_host(t);
+      at::Tensor h = host_input(t, is_mut);
       if (is_mut) call.written.emplace_back(t, h);
       v = std::move(h);
     } else if (v.isTensorList()) {
       c10::List<at::Tensor> hosts;
       for (const at::Tensor& t : v.toTensorList()) {
         if (fp64_check) dtype_rules::check_fp64_input(call.info->name, t);
-        at::Tensor h = call.to_host(t);
+        at::Tensor h = host_input(t, is_mut);
         if (is_mut && is_neuron(t)) call.written.emplace_back(t, h);
         hosts.push_back(std::move(h));
       }
@@ -243,6 +260,11 @@ void arguments_to_host(Call& call, torch::jit::Stack& stack, size_t begin, size_
       v = c10::Device(c10::DeviceType::CPU);
     }
   }
+  if (fp64_tensor)
+    for (size_t i = 0; i < nargs; ++i) {
+      c10::IValue& v = stack[begin + i];
+      if (v.isDouble()) v = static_cast<double>(static_cast<float>(v.toDouble()));
+    }
   // Random ops draw from the CPU's default generator (left unset), as on Trainium, where they take
   // TorchNeuron's CPU fallback: torch.manual_seed(s) gives the CPU's numbers, one stream for both devices.
   // An explicit neuron generator draws through its engine (core/Generator.cpp).
