@@ -124,6 +124,30 @@ def test_tiny_llama_train_step_matches_cpu():
     assert stats()["graphs_compiled"] == 1  # one shape, one graph (forward + backward NEFFs)
 
 
+FIRST_TRAINING_STEPS = """
+import torch, torch_neuronx
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32)).to("neuron")
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+step = torch.compile(model, backend="neuron", dynamic=False)
+x = torch.randn(8, 32).to("neuron")
+for _ in range(3):
+    step(x).square().mean().backward()
+    opt.step()
+    opt.zero_grad()
+s = torch_neuronx.compile_stats()
+print(s["graphs_compiled"], s["num_recompiles"])
+"""
+
+
+def test_first_optimizer_step_of_a_fresh_process_recompiles_nothing():
+    """The eager rule's module-call hooks (ops_report.py) leave when Dynamo starts compiling, not at the first
+    optimizer step: a graph traced with them would be guarded on them and compiled a second time."""
+    run = run_python(FIRST_TRAINING_STEPS)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split()[-2:] == ["1", "0"]  # one graph, no recompile
+
+
 def test_diffusers_transformer_block_matches_cpu_with_fused_attention(monkeypatch):
     from diffusers.models.attention import BasicTransformerBlock
     from torch._inductor.utils import run_and_get_code

@@ -122,9 +122,10 @@ class _TopLevelModuleCalls:
     def __init__(self) -> None:
         self.depth = 0
         self.handles = []
+        self.compiling = False
 
     def install(self) -> None:
-        if self.handles:
+        if self.handles or self.compiling:
             return
         from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
         self.depth = 0
@@ -135,6 +136,14 @@ class _TopLevelModuleCalls:
         for h in self.handles:
             h.remove()
         self.handles = []
+
+    def compile_started(self, _callback_args=None) -> None:
+        """Dynamo starts compiling a frame (a start callback of torch._dynamo.callback_handler): from now on the
+        process runs compiled code, whose steps are its graphs, and the hooks go for good. Left in place, Dynamo
+        would trace them into every graph and guard on their count, so removing them at the first optimizer step
+        would recompile each graph once (and torch warns on each call of a torch.compile'd module)."""
+        self.compiling = True
+        self.remove()
 
     def _enter(self, module, args) -> None:
         self.depth += 1

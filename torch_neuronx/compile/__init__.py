@@ -47,6 +47,11 @@ def _register_with_dynamo() -> None:
     # context (static_shapes.py) reaches torch.compile(backend="neuron") only through this shim.
     torch_compile_backend_context.install()
     _register_backend_if_not_installed()
+    # The "shapes keep changing" rule counts eager module calls with global module hooks; a compile must not
+    # trace them (ops_report._TopLevelModuleCalls.compile_started says why).
+    import torch._dynamo
+    from ..ops_report import _module_calls
+    torch._dynamo.callback_handler.register_start_callback(_module_calls.compile_started)
 
 
 def _register_backend_if_not_installed() -> None:
