@@ -206,10 +206,10 @@ def run_matrix(archs: list[str], mode: str = "both", jobs: int = 1, timeout: flo
             free_cores.put(core)
         if stopping.is_set():
             return  # killed by the interruption, not by its model: no verdict
-        with lock:
+        with lock:  # on_done too: the CLI's callback updates and writes one report that both workers share
             results[arch] = r
-        if on_done:
-            on_done(arch, r)
+            if on_done:
+                on_done(arch, r)
 
     try:
         _run_pool(one, archs, jobs, stopping)
