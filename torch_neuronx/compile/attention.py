@@ -24,6 +24,8 @@ from __future__ import annotations
 import torch
 from torch._C import DispatchKey
 
+from .decompositions import repeat_kv_heads
+
 aten = torch.ops.aten
 _FLASH = 1  # sdp::SDPBackend::flash_attention
 
@@ -58,9 +60,8 @@ def _neuron_sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=
         drop = torch.scalar_tensor(float("-inf"), dtype=q.dtype, device=q.device)
         attn_mask = torch.where(attn_mask, keep, drop)
     overrideable = only_overrideable(q, k, v)
-    if overrideable and enable_gqa and k.size(-3) != q.size(-3):
-        k = k.repeat_interleave(q.size(-3) // k.size(-3), dim=-3)  # as the OVERRIDEABLE kernel repeats heads
-        v = v.repeat_interleave(q.size(-3) // v.size(-3), dim=-3)
+    if overrideable and enable_gqa:  # as the OVERRIDEABLE kernel repeats heads
+        k, v = repeat_kv_heads(k, q), repeat_kv_heads(v, q)
     if (overrideable and dropout_p == 0.0) or \
             host_choice(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) == _FLASH:
         return aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout_p, is_causal, attn_mask=attn_mask,

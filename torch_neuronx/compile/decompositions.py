@@ -32,11 +32,16 @@ def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in (torch.bfloat16, torch.float16) else dtype
 
 
-def _attention_scores(query, key, attn_mask, is_causal, scale):
+def repeat_kv_heads(kv, query):
+    """`kv` (a key or value) with its heads repeated to `query`'s, for grouped-query attention (heads at dim -3)."""
+    if kv.dim() < 3 or query.dim() < 3 or kv.shape[-3] == query.shape[-3]:
+        return kv
+    return kv.repeat_interleave(query.shape[-3] // kv.shape[-3], dim=-3)
+
+
+def attention_scores(query, key, attn_mask, is_causal, scale):
     """(scale * Q K^T + mask) with key heads repeated for grouped-query attention, and the repeated key."""
-    heads, kv_heads = query.shape[1], key.shape[1]
-    if kv_heads != heads:
-        key = key.repeat_interleave(heads // kv_heads, dim=1)
+    key = repeat_kv_heads(key, query)
     scale = scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
     scores = torch.matmul(query, key.transpose(-2, -1)) * scale
     length, source = query.shape[-2], key.shape[-2]
@@ -52,16 +57,13 @@ def _attention_scores(query, key, attn_mask, is_causal, scale):
 def flash_attention_for_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
     if dropout_p != 0.0:
         raise NotImplementedError("the host's flash attention with dropout has no lowering here")
-    scores, _, _ = _attention_scores(query, key, attn_mask, is_causal, scale)
+    scores, _, _ = attention_scores(query, key, attn_mask, is_causal, scale)
     row_max = torch.amax(scores, dim=-1, keepdim=True)
     row_max = torch.where(torch.isinf(row_max), torch.zeros_like(row_max), row_max)  # fully masked rows
     exp = torch.exp(scores - row_max)
     total = torch.sum(exp, dim=-1, keepdim=True)
     probs = exp / total
-    heads, kv_heads = query.shape[1], value.shape[1]
-    if kv_heads != heads:
-        value = value.repeat_interleave(heads // kv_heads, dim=1)
-    output = torch.matmul(probs, value)
+    output = torch.matmul(probs, repeat_kv_heads(value, query))
     logsumexp = (row_max + torch.log(total)).squeeze(-1).to(_accumulation_dtype(query.dtype))
     return output, logsumexp
 
@@ -85,11 +87,11 @@ def flash_attention_for_cpu_backward(grad_out, query, key, value, out, logsumexp
                                      attn_mask=None, scale=None):
     if dropout_p != 0.0:
         raise NotImplementedError("the host's flash attention with dropout has no lowering here")
-    scores, key_full, scale = _attention_scores(query, key, attn_mask, is_causal, scale)
+    scores, key_full, scale = attention_scores(query, key, attn_mask, is_causal, scale)
     probs = torch.exp(scores - logsumexp.unsqueeze(-1).to(scores.dtype))
     heads, kv_heads = query.shape[1], value.shape[1]
     group = heads // kv_heads
-    value_full = value.repeat_interleave(group, dim=1) if group != 1 else value
+    value_full = repeat_kv_heads(value, query)
     grad_value = torch.matmul(probs.transpose(-2, -1), grad_out)
     grad_probs = torch.matmul(grad_out, value_full.transpose(-2, -1))
     row = torch.sum(grad_out * out, dim=-1, keepdim=True)

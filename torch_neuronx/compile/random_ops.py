@@ -23,12 +23,13 @@ drawing from the NeuronCore's generator, replayed in the backward (integrations/
 from __future__ import annotations
 
 import dataclasses
-import math
 import operator
 from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx
+
+from .decompositions import attention_scores, repeat_kv_heads
 
 _DROPOUTS = {torch.nn.functional.dropout, torch.dropout, torch.ops.aten.dropout.default}
 _ATTENTIONS = {torch.nn.functional.scaled_dot_product_attention, torch.ops.aten.scaled_dot_product_attention.default}
@@ -91,17 +92,9 @@ def attention_with_mask(query, key, value, mask, attn_mask=None, dropout_p=0.0, 
                         enable_gqa=False):
     """scaled_dot_product_attention as math attention, its weights dropped where `mask` is False (and the rest
     scaled by 1/(1-p)), as TorchNeuron's decomposition and legalized dropout compute it."""
-    if enable_gqa and query.dim() >= 3 and key.size(-3) != query.size(-3):
-        key = key.repeat_interleave(query.size(-3) // key.size(-3), dim=-3)
-        value = value.repeat_interleave(query.size(-3) // value.size(-3), dim=-3)
-    scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
-    scores = query @ key.transpose(-2, -1) * scale
-    length, source = query.size(-2), key.size(-2)
-    if is_causal:
-        future = torch.ones(length, source, dtype=torch.bool, device=query.device).triu(1)
-        scores = scores.masked_fill(future, float("-inf"))
-    if attn_mask is not None:
-        scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
+    if enable_gqa:
+        value = repeat_kv_heads(value, query)
+    scores, _, _ = attention_scores(query, key, attn_mask, is_causal, scale)
     weights = torch.softmax(scores, dim=-1)
     return (weights * (mask.to(weights.dtype) * (1.0 / (1.0 - dropout_p)))) @ value
 
