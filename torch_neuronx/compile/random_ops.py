@@ -120,17 +120,21 @@ def legalize(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> tuple[torch
     if not any(_dropout_call(node) or _attention_call(node) for node in gm.graph.nodes):
         return gm, []
     gm = _copy(gm)
-    calls = [node for node in gm.graph.nodes if _dropout_call(node) or _attention_call(node)]
+    calls = []  # (node, its attention call or None, its dropout call or None)
+    for node in gm.graph.nodes:
+        attention = _attention_call(node)
+        dropout = None if attention is not None else _dropout_call(node)
+        if attention is not None or dropout is not None:
+            calls.append((node, attention, dropout))
     fake_mode = detect_fake_mode(example_inputs)
     last_input = [n for n in gm.graph.nodes if n.op == "placeholder"][-1]
     masks = []
-    for i, node in enumerate(calls):
-        attention = _attention_call(node)
+    for i, (node, attention, dropout) in enumerate(calls):
         if attention is not None:
             arguments, shape, dtype, p = attention
             mask = DropoutMask(shape, dtype, p, arguments["query"].meta["example_value"].device)
         else:
-            x, p = _dropout_call(node)
+            x, p = dropout
             value = x.meta["example_value"]
             mask = DropoutMask(tuple(int(s) for s in value.shape), value.dtype, p, value.device)
         with gm.graph.inserting_after(last_input):
